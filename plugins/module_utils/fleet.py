@@ -1,0 +1,360 @@
+"""Assemble and validate the whole fleet: inference classes, clusters (inventory hosts), deployments, caches.
+
+``validate_fleet`` collects *every* problem (not only the first), checks cross-references, and raises one
+:class:`FleetValidationError` listing ``<variable path>: <reason>`` lines. Nothing is written or applied before it passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    Cluster,
+    InferenceClass,
+    ModelCache,
+    ModelDeployment,
+    check_dns_label,
+    format_loc,
+    require_pydantic,
+    translate_errors,
+)
+
+try:
+    from pydantic import ValidationError
+except ImportError:  # pragma: no cover - require_pydantic() reports it
+    ValidationError = Exception  # type: ignore[misc,assignment]
+
+CLASSES_VAR = "gpufleet_inference_classes"
+DEPLOYMENTS_VAR = "gpufleet_model_deployments"
+CACHES_VAR = "gpufleet_model_caches"
+CLUSTER_VARS = {
+    "provider": "gpufleet_provider",
+    "gke": "gpufleet_gke",
+    "eks": "gpufleet_eks",
+    "kubeconfig": "gpufleet_kubeconfig",
+    "context": "gpufleet_context",
+    "node_pools": "gpufleet_node_pools",
+    "taints": "gpufleet_taints",
+    "cache_storage_class": "gpufleet_cache_storage_class",
+    "ready": "gpufleet_ready",
+}
+
+PatternResolver = Callable[[str], list[str]]
+
+
+@dataclass
+class Fleet:
+    """The validated fleet. ``targets``/``cache_targets`` map a deployment/cache name to its candidate clusters."""
+
+    classes: dict[str, InferenceClass]
+    clusters: dict[str, Cluster]
+    deployments: list[ModelDeployment]
+    caches: list[ModelCache]
+    targets: dict[str, list[str]] = field(default_factory=dict)
+    cache_targets: dict[str, list[str]] = field(default_factory=dict)
+
+    # -- normalised, JSON-able views ---------------------------------------------------------------------------------
+
+    def placement_clusters(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Clusters in the shape ``replica_placement`` takes: ``{name, pools: [{name, class, nodes}], taints, ready}``."""
+        wanted = sorted(self.clusters) if names is None else list(names)
+        out = []
+        for name in wanted:
+            c = self.clusters[name]
+            out.append(
+                {
+                    "name": c.name,
+                    "pools": [{"name": p.name, "class": p.class_, "nodes": p.node_count} for p in c.node_pools],
+                    "taints": [t.model_dump(exclude_none=True) for t in c.taints],
+                    "ready": c.ready,
+                }
+            )
+        return out
+
+    def classes_dict(self) -> dict[str, Any]:
+        return {name: cls.model_dump(by_alias=True, exclude_none=True) for name, cls in self.classes.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        clusters = []
+        for name in sorted(self.clusters):
+            c = self.clusters[name]
+            item = c.model_dump(by_alias=True, exclude_none=True)
+            item["pools"] = [
+                {
+                    "name": p.name,
+                    "class": p.class_,
+                    "nodes": p.node_count,
+                    "devices": [
+                        {**d.as_resource_slice_device(), "claim": d.claim, "count": d.count}
+                        for d in self.classes[p.class_].devices
+                    ],
+                }
+                for p in c.node_pools
+            ]
+            clusters.append(item)
+        deployments = []
+        for d in self.deployments:
+            item = d.model_dump(by_alias=True, exclude_none=True)
+            item["candidate_clusters"] = self.targets.get(d.name, [])
+            deployments.append(item)
+        caches = []
+        for c in self.caches:
+            item = c.model_dump(by_alias=True, exclude_none=True)
+            item["candidate_clusters"] = self.cache_targets.get(c.name, [])
+            caches.append(item)
+        return {
+            "clusters": clusters,
+            "placement_clusters": self.placement_clusters(),
+            "classes": self.classes_dict(),
+            "deployments": deployments,
+            "caches": caches,
+        }
+
+    def summary(self) -> list[str]:
+        """A human table: clusters with pools and nodes, then deployments with their candidates."""
+        rows = [("CLUSTER", "PROVIDER", "POOL", "CLASS", "NODES", "DEVICES/NODE")]
+        for name in sorted(self.clusters):
+            c = self.clusters[name]
+            pools = c.node_pools or [None]
+            for i, p in enumerate(pools):
+                devices = "-"
+                if p is not None:
+                    devices = ", ".join(
+                        f"{d.count}x {d.name}{'' if d.claim == 'DRA' else ' (synthetic)'}"
+                        for d in self.classes[p.class_].devices
+                    )
+                rows.append(
+                    (
+                        c.name if i == 0 else "",
+                        c.provider if i == 0 else "",
+                        p.name if p else "-",
+                        p.class_ if p else "-",
+                        str(p.node_count) if p else "0",
+                        devices,
+                    )
+                )
+        lines = _table(rows)
+        lines.append("")
+        drows = [("DEPLOYMENT", "NAMESPACE", "REPLICAS", "ENGINES", "CACHE", "CANDIDATE CLUSTERS")]
+        for d in self.deployments:
+            engines = ", ".join(_engine_label(e) for e in d.engines)
+            drows.append(
+                (d.name, d.namespace, str(d.replicas), engines, d.cache or "-", str(len(self.targets.get(d.name, []))))
+            )
+        lines.extend(_table(drows))
+        if self.caches:
+            lines.append("")
+            crows = [("CACHE", "NAMESPACE", "SOURCE", "SIZE", "STORAGE", "CLUSTERS")]
+            for c in self.caches:
+                crows.append(
+                    (c.name, c.namespace, c.source.uri, c.size, c.storage.backend, str(len(self.cache_targets.get(c.name, []))))
+                )
+            lines.extend(_table(crows))
+        return lines
+
+
+def _engine_label(engine: Any) -> str:
+    pods = sum(m.pods for m in engine.members)
+    shape = f"gang of {pods} pods" if engine.is_gang else "standalone"
+    return f"{engine.name} ({shape}{f', x{engine.copies}' if engine.copies > 1 else ''})"
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows]
+
+
+def _validate(model: type[Any], data: Any, prefix: str, errors: list[tuple[str, str]]) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors.extend(translate_errors(prefix, exc))
+        return None
+
+
+def cluster_data(name: str, hostvars: Mapping[str, Any], groups: Iterable[str] = ()) -> dict[str, Any]:
+    """Map an inventory host's ``gpufleet_*`` variables onto the Cluster model's fields."""
+    data: dict[str, Any] = {"name": name, "groups": sorted(groups)}
+    for fld, var in CLUSTER_VARS.items():
+        if var in hostvars and hostvars[var] is not None:
+            data[fld] = hostvars[var]
+    return data
+
+
+def _cluster_errors(name: str, exc: ValidationError) -> list[tuple[str, str]]:
+    """Name a cluster's errors by the inventory variable the user wrote (``hostvars['x'].gpufleet_node_pools[0]...``)."""
+    renamed = {**CLUSTER_VARS, "name": "inventory_hostname"}
+    return translate_errors(f"hostvars[{name!r}]", exc, rename_first=renamed)
+
+
+def validate_fleet(
+    *,
+    classes: Any,
+    hosts: Mapping[str, Mapping[str, Any]],
+    deployments: Any = None,
+    caches: Any = None,
+    resolve_pattern: PatternResolver | None = None,
+    host_groups: Mapping[str, Iterable[str]] | None = None,
+    check_selectors: bool = True,
+) -> Fleet:
+    """Validate the fleet; raise FleetValidationError with every ``path: reason`` found.
+
+    ``hosts`` maps each fleet cluster (inventory host) to its variables. ``resolve_pattern`` turns a deployment's or
+    cache's ``clusters`` host pattern into host names (Ansible semantics); without it every fleet cluster is a candidate.
+    """
+    require_pydantic()
+    errors: list[tuple[str, str]] = []
+
+    # Inference classes --------------------------------------------------------------------------------------------
+    parsed_classes: dict[str, InferenceClass] = {}
+    if classes is None:
+        classes = {}
+    if not isinstance(classes, Mapping):
+        errors.append((CLASSES_VAR, f"must be a mapping of class name to class (got {type(classes).__name__})"))
+        classes = {}
+    for cname, cdata in classes.items():
+        prefix = format_loc(CLASSES_VAR, (cname,))
+        if not isinstance(cname, str):
+            errors.append((prefix, "class names must be strings"))
+            continue
+        try:
+            check_dns_label(cname)
+        except ValueError as exc:
+            errors.append((prefix, f"class name {exc}"))
+        model = _validate(InferenceClass, cdata, prefix, errors)
+        if model is not None:
+            parsed_classes[cname] = model
+
+    # Clusters -----------------------------------------------------------------------------------------------------
+    parsed_clusters: dict[str, Cluster] = {}
+    for hname in sorted(hosts):
+        groups = (host_groups or {}).get(hname, ())
+        try:
+            parsed = Cluster.model_validate(cluster_data(hname, hosts[hname], groups))
+        except ValidationError as exc:
+            errors.extend(_cluster_errors(hname, exc))
+            continue
+        parsed_clusters[hname] = parsed
+        for pi, pool in enumerate(parsed.node_pools):
+            path = f"hostvars[{hname!r}].gpufleet_node_pools[{pi}].class"
+            cls = parsed_classes.get(pool.class_)
+            if cls is None:
+                if pool.class_ not in classes:  # not merely invalid: unknown
+                    known = ", ".join(sorted(classes)) or "none defined"
+                    errors.append((path, f"unknown inference class {pool.class_!r} (known: {known})"))
+                continue
+            if parsed.provider in ("gke", "eks") and getattr(cls.provisioning, parsed.provider) is None:
+                errors.append(
+                    (path, f"class {pool.class_!r} has no provisioning.{parsed.provider}, so a {parsed.provider} cluster cannot create this pool")
+                )
+
+    # Caches -------------------------------------------------------------------------------------------------------
+    parsed_caches: list[ModelCache] = []
+    cache_names: dict[str, ModelCache] = {}
+    for i, cdata in enumerate(_as_list(caches, CACHES_VAR, errors)):
+        model = _validate(ModelCache, cdata, f"{CACHES_VAR}[{i}]", errors)
+        if model is None:
+            continue
+        if model.name in cache_names:
+            errors.append((f"{CACHES_VAR}[{i}].name", f"duplicate cache name {model.name!r}"))
+            continue
+        cache_names[model.name] = model
+        parsed_caches.append(model)
+
+    # Deployments --------------------------------------------------------------------------------------------------
+    parsed_deployments: list[ModelDeployment] = []
+    seen: set[str] = set()
+    for i, ddata in enumerate(_as_list(deployments, DEPLOYMENTS_VAR, errors)):
+        prefix = f"{DEPLOYMENTS_VAR}[{i}]"
+        model = _validate(ModelDeployment, ddata, prefix, errors)
+        if model is None:
+            continue
+        if model.name in seen:
+            errors.append((f"{prefix}.name", f"duplicate deployment name {model.name!r}"))
+            continue
+        seen.add(model.name)
+        errors.extend(deployment_reference_errors(model, prefix, cache_names, check_selectors=check_selectors))
+        parsed_deployments.append(model)
+
+    if errors:
+        raise FleetValidationError(errors)
+
+    fleet = Fleet(classes=parsed_classes, clusters=parsed_clusters, deployments=parsed_deployments, caches=parsed_caches)
+    fleet_names = set(parsed_clusters)
+    for kind, items, target in (
+        ("gpufleet_model_deployments", parsed_deployments, fleet.targets),
+        ("gpufleet_model_caches", parsed_caches, fleet.cache_targets),
+    ):
+        for i, item in enumerate(items):
+            if resolve_pattern is None:
+                names = sorted(fleet_names)
+            else:
+                try:
+                    names = sorted(set(resolve_pattern(item.clusters)) & fleet_names)
+                except GpufleetError as exc:
+                    errors.append((f"{kind}[{i}].clusters", str(exc)))
+                    continue
+            target[item.name] = names
+    if errors:
+        raise FleetValidationError(errors)
+    return fleet
+
+
+def deployment_reference_errors(
+    model: ModelDeployment,
+    prefix: str,
+    caches: Mapping[str, ModelCache] | None,
+    *,
+    check_selectors: bool = True,
+) -> list[tuple[str, str]]:
+    """Cross-reference and semantic checks of one deployment (caches, templates, CEL selectors)."""
+    errors: list[tuple[str, str]] = []
+    if model.cache is not None and caches is not None:
+        cache = caches.get(model.cache)
+        if cache is None:
+            known = ", ".join(sorted(caches)) or "none defined"
+            errors.append((f"{prefix}.cache", f"unknown model cache {model.cache!r} (known: {known})"))
+        elif cache.namespace != model.namespace:
+            errors.append(
+                (
+                    f"{prefix}.cache",
+                    f"cache {model.cache!r} lives in namespace {cache.namespace!r} but the deployment runs in "
+                    f"{model.namespace!r}; a pod can only mount a PVC of its own namespace",
+                )
+            )
+    for ei, engine in enumerate(model.engines):
+        for mi, member in enumerate(engine.members):
+            path = f"{prefix}.engines[{ei}].members[{mi}].template"
+            tmpl = member.template
+            if tmpl is None:
+                errors.append((path, "is required: the pod template (spec.containers) this member runs"))
+                continue
+            spec = tmpl.get("spec")
+            containers = spec.get("containers") if isinstance(spec, Mapping) else None
+            if not isinstance(containers, list) or not containers:
+                errors.append((f"{path}.spec.containers", "at least one container is required"))
+            else:
+                for ci, c in enumerate(containers):
+                    if not isinstance(c, Mapping) or not c.get("name") or not c.get("image"):
+                        errors.append((f"{path}.spec.containers[{ci}]", "needs a name and an image"))
+    if check_selectors:
+        from ansible_collections.gpufleet.serving.plugins.module_utils.dra_cel import compile_selector
+
+        for path, cel in model.selector_paths():
+            try:
+                compile_selector(cel)
+            except ValueError as exc:
+                errors.append((f"{prefix}.{path}", f"invalid CEL selector: {exc}"))
+    return errors
+
+
+def _as_list(value: Any, var: str, errors: list[tuple[str, str]]) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        errors.append((var, f"must be a list (got {type(value).__name__})"))
+        return []
+    return value

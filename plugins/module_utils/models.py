@@ -1,0 +1,675 @@
+"""Typed fleet data model (pydantic v2): inference classes, clusters, model deployments, model caches.
+
+Shapes and names follow ``docs/fleet.md`` (design.md §1-3, §5). Our own keys are snake_case; anything that is a
+Kubernetes object or a piece of one (pod ``template``, ``tolerations``, DRA attribute names) passes through with
+Kubernetes' own spelling.
+
+Every public entry point turns pydantic's errors into :class:`FleetValidationError` whose lines read
+``<variable>[i].field.path: reason`` so a user can find the bad value in their inventory.
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+from typing import Annotated, Any, Literal
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+
+try:
+    from pydantic import (
+        BaseModel,
+        ConfigDict,
+        Field,
+        ValidationError,
+        field_validator,
+        model_validator,
+    )
+
+    HAS_PYDANTIC = True
+    PYDANTIC_IMPORT_ERROR = None
+except ImportError:  # pragma: no cover - exercised by ansible-test's import sanity test
+    HAS_PYDANTIC = False
+    PYDANTIC_IMPORT_ERROR = traceback.format_exc()
+
+    class BaseModel:  # type: ignore[no-redef]
+        """Stand-in so this file imports without pydantic; every entry point calls require_pydantic()."""
+
+    class ValidationError(Exception):  # type: ignore[no-redef]
+        pass
+
+    def ConfigDict(**kwargs: Any) -> dict[str, Any]:  # type: ignore[no-redef]  # noqa: N802
+        return kwargs
+
+    def Field(*args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]  # noqa: N802
+        return None
+
+    def field_validator(*args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]
+        return lambda f: f
+
+    def model_validator(*args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]
+        return lambda f: f
+
+
+def require_pydantic() -> None:
+    if not HAS_PYDANTIC:
+        raise GpufleetError(f"gpufleet.serving needs the Python library pydantic>=2 on the controller: {PYDANTIC_IMPORT_ERROR}")
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Scalar checks
+# --------------------------------------------------------------------------------------------------------------------
+
+DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# A DRA attribute / capacity name: optional "<dns subdomain>/" domain, then a C identifier of at most 32 characters.
+QUALIFIED_NAME_RE = re.compile(r"^(?:(?P<domain>[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)?(?P<id>[A-Za-z_][A-Za-z0-9_]{0,31})$")
+TAINT_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+def check_dns_label(value: str) -> str:
+    if len(value) > 63 or not DNS_LABEL_RE.match(value):
+        raise ValueError(
+            f"{value!r} must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending alphanumeric"
+        )
+    return value
+
+
+def check_dns_subdomain(value: str) -> str:
+    if len(value) > 253 or not DNS_SUBDOMAIN_RE.match(value):
+        raise ValueError(f"{value!r} must be a DNS subdomain (lowercase, e.g. gpu.nvidia.com)")
+    return value
+
+
+def check_quantity(value: Any) -> str:
+    """Accept a Kubernetes quantity (``23034Mi``, ``80Gi``, ``1.5``); ints are accepted and normalised to str."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"{value!r} must be a Kubernetes quantity such as 80Gi")
+    text = str(value)
+    from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import parse_quantity
+
+    try:
+        parse_quantity(text)
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity ({exc})") from None
+    return text
+
+
+DnsLabel = Annotated[str, Field(min_length=1)]
+
+
+class _Strict(BaseModel):
+    """Our own snake_case objects: unknown keys are errors (a typo must not be silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Inference classes (design.md §2)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class AttributeValue(_Strict):
+    """A DRA device attribute: exactly one of string, version, bool, int (resource.k8s.io/v1 DeviceAttribute)."""
+
+    string: str | None = None
+    version: str | None = None
+    bool_: bool | None = Field(default=None, alias="bool")
+    int_: int | None = Field(default=None, alias="int")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exactly_one(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise ValueError(f"must be a mapping with exactly one of string, version, bool, int (got {data!r})")
+        keys = [k for k in ("string", "version", "bool", "int") if data.get(k) is not None]
+        if len(keys) != 1:
+            raise ValueError(f"must set exactly one of string, version, bool, int (got {', '.join(keys) or 'none'})")
+        if "bool" in keys and not isinstance(data["bool"], bool):
+            raise ValueError(f"bool must be true or false (got {data['bool']!r})")
+        if "int" in keys and (isinstance(data["int"], bool) or not isinstance(data["int"], int)):
+            raise ValueError(f"int must be an integer (got {data['int']!r})")
+        if "version" in keys:
+            from ansible_collections.gpufleet.serving.plugins.module_utils.semver import parse_semver
+
+            try:
+                parse_semver(str(data["version"]))
+            except ValueError:
+                raise ValueError(f"version {data['version']!r} must be a semantic version such as 8.9.0") from None
+        return data
+
+    def as_k8s(self) -> dict[str, Any]:
+        for key, value in (("string", self.string), ("version", self.version), ("bool", self.bool_), ("int", self.int_)):
+            if value is not None:
+                return {key: value}
+        raise AssertionError("validated AttributeValue has no value")  # pragma: no cover
+
+
+class CapacityValue(_Strict):
+    value: str
+
+    _check = field_validator("value", mode="before")(classmethod(lambda cls, v: check_quantity(v)))
+
+
+class Device(_Strict):
+    """One kind of device on a node of the class, as a ResourceSlice would publish it."""
+
+    name: str
+    claim: Literal["DRA", "Synthetic"] = "DRA"
+    driver: str
+    device_class_name: str | None = None
+    count: int = Field(default=1, ge=1, le=128)
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    capacity: dict[str, CapacityValue] = Field(default_factory=dict)
+
+    _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
+    _driver = field_validator("driver")(classmethod(lambda cls, v: check_dns_subdomain(v)))
+
+    @field_validator("device_class_name")
+    @classmethod
+    def _dcn(cls, v: str | None) -> str | None:
+        return None if v is None else check_dns_subdomain(v)
+
+    @field_validator("attributes", "capacity")
+    @classmethod
+    def _qualified(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key in v:
+            if not QUALIFIED_NAME_RE.match(key):
+                raise ValueError(
+                    f"{key!r} is not a DRA attribute/capacity name: a C identifier of at most 32 characters, "
+                    "optionally prefixed by a domain (example.com/name)"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _claim_needs_class(self) -> Device:
+        if self.claim == "DRA" and not self.device_class_name:
+            raise ValueError("device_class_name is required when claim is DRA (the DeviceClass its claims request)")
+        return self
+
+    def qualified(self, table: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Group ``attributes``/``capacity`` by domain; unqualified names belong to the driver's domain."""
+        out: dict[str, dict[str, Any]] = {}
+        for key, value in table.items():
+            domain, _, ident = key.rpartition("/")
+            out.setdefault(domain or self.driver, {})[ident] = value
+        return out
+
+    def as_resource_slice_device(self) -> dict[str, Any]:
+        """The device as a resource.k8s.io/v1 ResourceSlice device (what CEL selectors see)."""
+        return {
+            "name": self.name,
+            "driver": self.driver,
+            "attributes": {k: v.as_k8s() for k, v in self.attributes.items()},
+            "capacity": {k: {"value": v.value} for k, v in self.capacity.items()},
+        }
+
+
+class GkeAccelerator(_Strict):
+    type: str
+    count: int = Field(ge=1, le=16)
+    gpu_driver_version: Literal["DISABLED", "DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = "DISABLED"
+
+
+class GkeProvisioning(_Strict):
+    machine_type: str
+    accelerator: GkeAccelerator | None = None
+    disk_size_gb: int = Field(default=100, ge=10)
+    disk_type: str = "pd-balanced"
+    spot: bool = False
+    image_type: str = "COS_CONTAINERD"
+
+
+class EksProvisioning(_Strict):
+    instance_type: str
+    ami_type: str = "AL2023_x86_64_NVIDIA"
+    disk_size_gb: int = Field(default=200, ge=10)
+    capacity_type: Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"] = "ON_DEMAND"
+
+
+class Provisioning(_Strict):
+    gke: GkeProvisioning | None = None
+    eks: EksProvisioning | None = None
+
+
+class InferenceClass(_Strict):
+    description: str | None = None
+    provisioning: Provisioning = Field(default_factory=Provisioning)
+    devices: list[Device] = Field(min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("devices")
+    @classmethod
+    def _unique_devices(cls, v: list[Device]) -> list[Device]:
+        _no_duplicates([d.name for d in v], "device name")
+        return v
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Clusters (design.md §1): one inventory host each
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class Taint(_Strict):
+    key: str
+    value: str | None = None
+    effect: Literal["NoSchedule", "NoExecute"]
+
+    _key = field_validator("key")(classmethod(lambda cls, v: _check_taint_key(v)))
+
+
+class Toleration(BaseModel):
+    """A Kubernetes toleration, verbatim Kubernetes spelling."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    tolerationSeconds: int | None = None  # noqa: N815 - Kubernetes spelling
+
+    @model_validator(mode="after")
+    def _k8s_rules(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise ValueError("value must be empty when operator is Exists")
+        if not self.key and self.operator != "Exists":
+            raise ValueError("an empty key requires operator Exists (tolerates every taint)")
+        return self
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' ToleratesTaint: effect (empty = all), key (empty + Exists = all), operator/value."""
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return (self.value or "") == (taint.value or "")
+
+
+class NodePool(_Strict):
+    name: str
+    class_: str = Field(alias="class")
+    node_count: int = Field(ge=0)
+    min_node_count: int | None = Field(default=None, ge=0)
+    max_node_count: int | None = Field(default=None, ge=0)
+    zones: list[str] = Field(default_factory=list)
+
+    _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
+
+    @model_validator(mode="after")
+    def _bounds(self) -> NodePool:
+        lo = self.min_node_count if self.min_node_count is not None else 0
+        hi = self.max_node_count if self.max_node_count is not None else None
+        if hi is not None and lo > hi:
+            raise ValueError(f"min_node_count ({lo}) is greater than max_node_count ({hi})")
+        if self.node_count < lo or (hi is not None and self.node_count > hi):
+            raise ValueError(f"node_count {self.node_count} is outside [min_node_count, max_node_count] = [{lo}, {hi}]")
+        return self
+
+
+MIN_DRA_KUBERNETES = (1, 34)
+
+
+def _check_k8s_version(value: str) -> str:
+    match = re.match(r"^(\d+)\.(\d+)(\.\d+.*)?$", value)
+    if not match:
+        raise ValueError(f"{value!r} must be a Kubernetes version such as 1.34")
+    if (int(match.group(1)), int(match.group(2))) < MIN_DRA_KUBERNETES:
+        raise ValueError(f"{value!r} is older than 1.34: DRA (resource.k8s.io/v1) is GA from Kubernetes 1.34")
+    return value
+
+
+class GkeCluster(_Strict):
+    project: str
+    region: str
+    zones: list[str] = Field(default_factory=list)
+    kubernetes_version: str = "1.34"
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED", "UNSPECIFIED"] = "REGULAR"
+    network: str | None = None
+    subnetwork: str | None = None
+
+    _version = field_validator("kubernetes_version")(classmethod(lambda cls, v: _check_k8s_version(v)))
+
+
+class EksCluster(_Strict):
+    region: str
+    kubernetes_version: str = "1.36"
+    role_arn: str | None = None
+    node_role_arn: str | None = None
+    subnets: list[str] = Field(default_factory=list)
+    security_groups: list[str] = Field(default_factory=list)
+
+    _version = field_validator("kubernetes_version")(classmethod(lambda cls, v: _check_k8s_version(v)))
+
+
+class Cluster(_Strict):
+    """A fleet cluster, built from an inventory host's ``gpufleet_*`` variables."""
+
+    name: str
+    provider: Literal["gke", "eks", "existing"]
+    gke: GkeCluster | None = None
+    eks: EksCluster | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    node_pools: list[NodePool] = Field(default_factory=list)
+    taints: list[Taint] = Field(default_factory=list)
+    cache_storage_class: str | None = None
+    ready: bool = True
+    groups: list[str] = Field(default_factory=list)
+
+    _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
+
+    @field_validator("node_pools")
+    @classmethod
+    def _unique_pools(cls, v: list[NodePool]) -> list[NodePool]:
+        _no_duplicates([p.name for p in v], "node pool name")
+        return v
+
+    @model_validator(mode="after")
+    def _provider_block(self) -> Cluster:
+        if self.provider == "gke" and self.gke is None:
+            raise ValueError("gpufleet_gke is required when gpufleet_provider is gke")
+        if self.provider == "eks" and self.eks is None:
+            raise ValueError("gpufleet_eks is required when gpufleet_provider is eks")
+        return self
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Model deployments (design.md §3)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class Selector(_Strict):
+    cel: str = Field(min_length=1)
+
+
+class DeviceRequest(_Strict):
+    name: str
+    count: int = Field(default=1, ge=1, le=128)
+    device_class_name: str | None = None
+    selectors: list[Selector] = Field(default_factory=list)
+
+    _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
+
+
+class NodeSelector(_Strict):
+    devices: list[DeviceRequest] = Field(default_factory=list)
+
+    @field_validator("devices")
+    @classmethod
+    def _unique(cls, v: list[DeviceRequest]) -> list[DeviceRequest]:
+        _no_duplicates([r.name for r in v], "device request name")
+        return v
+
+
+class WorkerSpec(_Strict):
+    nodes: int = Field(ge=1, le=256)
+
+
+class Member(_Strict):
+    role: Literal["Standalone", "Leader", "Worker"]
+    node_selector: NodeSelector = Field(default_factory=NodeSelector)
+    worker: WorkerSpec | None = None
+    template: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _worker_block(self) -> Member:
+        if self.role == "Worker" and self.worker is None:
+            raise ValueError("worker: {nodes: N} is required for a Worker member")
+        if self.role != "Worker" and self.worker is not None:
+            raise ValueError(f"worker is only allowed on a Worker member (this one is {self.role})")
+        return self
+
+    @property
+    def pods(self) -> int:
+        return self.worker.nodes if self.worker is not None else 1
+
+
+class Engine(_Strict):
+    name: str
+    copies: int = Field(default=1, ge=1, le=1024)
+    members: list[Member] = Field(min_length=1)
+
+    _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
+
+    @field_validator("members")
+    @classmethod
+    def _shape(cls, v: list[Member]) -> list[Member]:
+        roles = sorted(m.role for m in v)
+        if roles not in (["Standalone"], ["Leader", "Worker"]):
+            raise ValueError(
+                "an engine has exactly one Standalone member, or one Leader and one Worker member "
+                f"(got {', '.join(m.role for m in v)})"
+            )
+        return v
+
+    @property
+    def is_gang(self) -> bool:
+        return any(m.role == "Leader" for m in self.members)
+
+
+class GatewayRef(_Strict):
+    name: str
+    namespace: str | None = None
+    section_name: str | None = None
+
+
+class KServeOptions(_Strict):
+    base_refs: list[str] = Field(default_factory=list)
+
+
+class ModelDeployment(_Strict):
+    name: str
+    namespace: str = "default"
+    replicas: int = Field(ge=0, le=10000)
+    clusters: str = "gpufleet_clusters"
+    cache: str | None = None
+    tolerations: list[Toleration] = Field(default_factory=list)
+    backend: Literal["auto", "deployment", "leaderworkerset", "kserve"] = "auto"
+    engines: list[Engine] = Field(min_length=1)
+    port: int = Field(default=8000, ge=1, le=65535)
+    gateway: GatewayRef | None = None
+    ray: bool = False
+    kserve: KServeOptions = Field(default_factory=KServeOptions)
+
+    _name = field_validator("name", "namespace")(classmethod(lambda cls, v: check_dns_label(v)))
+
+    @field_validator("engines")
+    @classmethod
+    def _unique_engines(cls, v: list[Engine]) -> list[Engine]:
+        _no_duplicates([e.name for e in v], "engine name")
+        return v
+
+    @model_validator(mode="after")
+    def _backend_fits(self) -> ModelDeployment:
+        if self.backend == "deployment" and any(e.is_gang for e in self.engines):
+            raise ValueError("backend deployment cannot run a Leader/Worker engine; use leaderworkerset, kserve or auto")
+        if self.backend == "leaderworkerset" and not all(e.is_gang for e in self.engines):
+            raise ValueError("backend leaderworkerset needs Leader/Worker engines; use deployment or auto for Standalone")
+        return self
+
+    def selector_paths(self) -> list[tuple[str, str]]:
+        """``(field path, cel)`` for every selector, for reporting."""
+        out = []
+        for ei, engine in enumerate(self.engines):
+            for mi, member in enumerate(engine.members):
+                for ri, req in enumerate(member.node_selector.devices):
+                    for si, sel in enumerate(req.selectors):
+                        out.append((f"engines[{ei}].members[{mi}].node_selector.devices[{ri}].selectors[{si}].cel", sel.cel))
+        return out
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Model caches (design.md §5)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class HuggingFaceSource(_Strict):
+    repo: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+    revision: str = "main"
+    token_secret: str | None = None
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+
+class S3Source(_Strict):
+    uri: str = Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+    endpoint: str | None = None
+    region: str | None = None
+    credentials_secret: str | None = None
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+
+class HttpSource(_Strict):
+    url: str = Field(pattern=r"^https?://[^\s]+$")
+
+
+class CacheSource(_Strict):
+    hugging_face: HuggingFaceSource | None = None
+    s3: S3Source | None = None
+    http: HttpSource | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> CacheSource:
+        set_ = [k for k in ("hugging_face", "s3", "http") if getattr(self, k) is not None]
+        if len(set_) != 1:
+            raise ValueError(f"must set exactly one of hugging_face, s3, http (got {', '.join(set_) or 'none'})")
+        return self
+
+    @property
+    def uri(self) -> str:
+        if self.hugging_face:
+            return f"hf://{self.hugging_face.repo}"
+        if self.s3:
+            return self.s3.uri
+        assert self.http is not None
+        return self.http.url
+
+    @property
+    def revision(self) -> str | None:
+        return self.hugging_face.revision if self.hugging_face else None
+
+
+class CacheStorage(_Strict):
+    backend: Literal["pvc", "existing_pvc"] = "pvc"
+    claim_name: str | None = None
+    storage_class: str | None = None
+
+    @model_validator(mode="after")
+    def _claim(self) -> CacheStorage:
+        if self.backend == "existing_pvc" and not self.claim_name:
+            raise ValueError("claim_name is required when backend is existing_pvc (the PVC to adopt)")
+        if self.claim_name:
+            check_dns_subdomain(self.claim_name)
+        return self
+
+
+class ModelCache(_Strict):
+    name: str
+    namespace: str = "default"
+    clusters: str = "gpufleet_clusters"
+    source: CacheSource
+    size: str
+    storage: CacheStorage = Field(default_factory=CacheStorage)
+
+    _name = field_validator("name", "namespace")(classmethod(lambda cls, v: check_dns_label(v)))
+    _size = field_validator("size", mode="before")(classmethod(lambda cls, v: check_quantity(v)))
+
+    @property
+    def claim_name(self) -> str:
+        return self.storage.claim_name or f"gpufleet-cache-{self.name}"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _no_duplicates(names: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ValueError(f"duplicate {what} {name!r}")
+        seen.add(name)
+
+
+def _check_taint_key(value: str) -> str:
+    if len(value) > 253 or not TAINT_KEY_RE.match(value):
+        raise ValueError(f"{value!r} is not a valid taint key (a label key such as gpufleet.io/maintenance)")
+    return value
+
+
+def format_loc(prefix: str, loc: tuple[Any, ...]) -> str:
+    """``('engines', 0, 'members', 1, 'role')`` -> ``prefix.engines[0].members[1].role``."""
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{str(part)!r}]"
+    return out
+
+
+_ALIASES = {"class_": "class", "bool_": "bool", "int_": "int"}
+
+
+def _reason(err: dict[str, Any]) -> str:
+    kind = err.get("type", "")
+    ctx = err.get("ctx") or {}
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", ""))
+        choices = re.findall(r"'([^']*)'", expected) or [expected]
+        return f"must be one of {', '.join(choices)} (got {err.get('input')!r})"
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not a known field (check the spelling)"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        sym = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
+        bound = next(iter(ctx.values()), "?")
+        return f"must be {sym} {bound} (got {err.get('input')!r})"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"must be an integer (got {err.get('input')!r})"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"must be true or false (got {err.get('input')!r})"
+    if kind == "string_type":
+        return f"must be a string (got {err.get('input')!r})"
+    if kind in ("list_type",):
+        return f"must be a list (got {type(err.get('input')).__name__})"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"must be a mapping (got {type(err.get('input')).__name__})"
+    if kind == "too_short":
+        return f"must have at least {ctx.get('min_length')} item(s)"
+    if kind == "string_pattern_mismatch":
+        return f"{err.get('input')!r} does not match the expected form {ctx.get('pattern')}"
+    if kind == "string_too_short":
+        return "must not be empty"
+    msg = str(err.get("msg", "is invalid"))
+    return msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
+def translate_errors(
+    prefix: str, exc: ValidationError, rename_first: dict[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """pydantic errors -> ``(path, reason)``; ``rename_first`` maps a top-level field to the variable the user wrote."""
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(_ALIASES.get(p, p) if isinstance(p, str) else p for p in err.get("loc", ()))
+        if rename_first and loc and isinstance(loc[0], str):
+            loc = (rename_first.get(loc[0], loc[0]), *loc[1:])
+        out.append((format_loc(prefix, loc), _reason(err)))
+    return out
+
+
+def parse(model: type[Any], data: Any, prefix: str) -> Any:
+    """Validate ``data`` as ``model``; raise FleetValidationError naming ``prefix`` and the field path."""
+    require_pydantic()
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise FleetValidationError(translate_errors(prefix, exc)) from None
