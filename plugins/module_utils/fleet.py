@@ -150,7 +150,14 @@ class Fleet:
             crows = [("CACHE", "NAMESPACE", "SOURCE", "SIZE", "STORAGE", "CLUSTERS")]
             for c in self.caches:
                 crows.append(
-                    (c.name, c.namespace, c.source.uri, c.size, c.storage.backend, str(len(self.cache_targets.get(c.name, []))))
+                    (
+                        c.name,
+                        c.namespace,
+                        c.source.uri,
+                        c.size,
+                        c.storage.backend,
+                        str(len(self.cache_targets.get(c.name, []))),
+                    )
                 )
             lines.extend(_table(crows))
         return lines
@@ -248,7 +255,10 @@ def validate_fleet(
                 continue
             if parsed.provider in ("gke", "eks") and getattr(cls.provisioning, parsed.provider) is None:
                 errors.append(
-                    (path, f"class {pool.class_!r} has no provisioning.{parsed.provider}, so a {parsed.provider} cluster cannot create this pool")
+                    (
+                        path,
+                        f"class {pool.class_!r} has no provisioning.{parsed.provider}, so a {parsed.provider} cluster cannot create this pool",
+                    )
                 )
 
     # Caches -------------------------------------------------------------------------------------------------------
@@ -282,7 +292,9 @@ def validate_fleet(
     if errors:
         raise FleetValidationError(errors)
 
-    fleet = Fleet(classes=parsed_classes, clusters=parsed_clusters, deployments=parsed_deployments, caches=parsed_caches)
+    fleet = Fleet(
+        classes=parsed_classes, clusters=parsed_clusters, deployments=parsed_deployments, caches=parsed_caches
+    )
     fleet_names = set(parsed_clusters)
     for kind, items, target in (
         ("gpufleet_model_deployments", parsed_deployments, fleet.targets),

@@ -38,10 +38,10 @@ except ImportError:  # pragma: no cover - exercised by ansible-test's import san
     class ValidationError(Exception):  # type: ignore[no-redef]
         pass
 
-    def ConfigDict(**kwargs: Any) -> dict[str, Any]:  # type: ignore[no-redef]  # noqa: N802
+    def ConfigDict(**kwargs: Any) -> dict[str, Any]:  # type: ignore[no-redef]
         return kwargs
 
-    def Field(*args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]  # noqa: N802
+    def Field(*args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]
         return None
 
     def field_validator(*args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]
@@ -53,7 +53,9 @@ except ImportError:  # pragma: no cover - exercised by ansible-test's import san
 
 def require_pydantic() -> None:
     if not HAS_PYDANTIC:
-        raise GpufleetError(f"gpufleet.serving needs the Python library pydantic>=2 on the controller: {PYDANTIC_IMPORT_ERROR}")
+        raise GpufleetError(
+            f"gpufleet.serving needs the Python library pydantic>=2 on the controller: {PYDANTIC_IMPORT_ERROR}"
+        )
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -63,8 +65,12 @@ def require_pydantic() -> None:
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # A DRA attribute / capacity name: optional "<dns subdomain>/" domain, then a C identifier of at most 32 characters.
-QUALIFIED_NAME_RE = re.compile(r"^(?:(?P<domain>[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)?(?P<id>[A-Za-z_][A-Za-z0-9_]{0,31})$")
-TAINT_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+QUALIFIED_NAME_RE = re.compile(
+    r"^(?:(?P<domain>[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)?(?P<id>[A-Za-z_][A-Za-z0-9_]{0,31})$"
+)
+TAINT_KEY_RE = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
 
 
 def check_dns_label(value: str) -> str:
@@ -139,7 +145,12 @@ class AttributeValue(_Strict):
         return data
 
     def as_k8s(self) -> dict[str, Any]:
-        for key, value in (("string", self.string), ("version", self.version), ("bool", self.bool_), ("int", self.int_)):
+        for key, value in (
+            ("string", self.string),
+            ("version", self.version),
+            ("bool", self.bool_),
+            ("int", self.int_),
+        ):
             if value is not None:
                 return {key: value}
         raise AssertionError("validated AttributeValue has no value")  # pragma: no cover
@@ -191,8 +202,8 @@ class Device(_Strict):
         """Group ``attributes``/``capacity`` by domain; unqualified names belong to the driver's domain."""
         out: dict[str, dict[str, Any]] = {}
         for key, value in table.items():
-            domain, _, ident = key.rpartition("/")
-            out.setdefault(domain or self.driver, {})[ident] = value
+            domain, ident = key.rsplit("/", 1) if "/" in key else (self.driver, key)
+            out.setdefault(domain, {})[ident] = value
         return out
 
     def as_resource_slice_device(self) -> dict[str, Any]:
@@ -267,7 +278,7 @@ class Toleration(BaseModel):
     operator: Literal["Exists", "Equal"] = "Equal"
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    tolerationSeconds: int | None = None  # noqa: N815 - Kubernetes spelling
+    tolerationSeconds: int | None = None
 
     @model_validator(mode="after")
     def _k8s_rules(self) -> Toleration:
@@ -485,9 +496,13 @@ class ModelDeployment(_Strict):
     @model_validator(mode="after")
     def _backend_fits(self) -> ModelDeployment:
         if self.backend == "deployment" and any(e.is_gang for e in self.engines):
-            raise ValueError("backend deployment cannot run a Leader/Worker engine; use leaderworkerset, kserve or auto")
+            raise ValueError(
+                "backend deployment cannot run a Leader/Worker engine; use leaderworkerset, kserve or auto"
+            )
         if self.backend == "leaderworkerset" and not all(e.is_gang for e in self.engines):
-            raise ValueError("backend leaderworkerset needs Leader/Worker engines; use deployment or auto for Standalone")
+            raise ValueError(
+                "backend leaderworkerset needs Leader/Worker engines; use deployment or auto for Standalone"
+            )
         return self
 
     def selector_paths(self) -> list[tuple[str, str]]:
@@ -497,7 +512,9 @@ class ModelDeployment(_Strict):
             for mi, member in enumerate(engine.members):
                 for ri, req in enumerate(member.node_selector.devices):
                     for si, sel in enumerate(req.selectors):
-                        out.append((f"engines[{ei}].members[{mi}].node_selector.devices[{ri}].selectors[{si}].cel", sel.cel))
+                        out.append(
+                            (f"engines[{ei}].members[{mi}].node_selector.devices[{ri}].selectors[{si}].cel", sel.cel)
+                        )
         return out
 
 
@@ -545,8 +562,7 @@ class CacheSource(_Strict):
             return f"hf://{self.hugging_face.repo}"
         if self.s3:
             return self.s3.uri
-        assert self.http is not None
-        return self.http.url
+        return self.http.url if self.http else ""
 
     @property
     def revision(self) -> str | None:

@@ -1,0 +1,137 @@
+#!/usr/bin/python
+# Copyright: gpufleet.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# This module runs on the controller as an action plugin (plugins/action/fleet_info.py); this file holds its docs.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: fleet_info
+short_description: Validate the GPU fleet described in the inventory and return it normalised
+version_added: 0.1.0
+description:
+  - Reads the fleet from the inventory the play runs with. Every host in O(group) is one Kubernetes cluster; its
+    C(gpufleet_provider), C(gpufleet_gke), C(gpufleet_eks), C(gpufleet_kubeconfig), C(gpufleet_context),
+    C(gpufleet_node_pools), C(gpufleet_taints), C(gpufleet_cache_storage_class) and C(gpufleet_ready) host variables
+    describe it.
+  - Validates inference classes, clusters, model deployments and model caches with the collection's typed model,
+    including cross-references (a pool's class exists, a deployment's cache exists and is in its namespace, an engine has
+    one V(Standalone) or one V(Leader) plus one V(Worker) member, DRA devices name a device class, names are DNS labels,
+    no duplicates) and compiles every CEL device selector.
+  - "On error the task fails with one line per problem, naming the variable and field path, for example
+    C(gpufleet_model_deployments[0].engines[0].members[1].role: must be one of Standalone, Leader, Worker (got 'Boss'))."
+  - Playbooks of this collection run it first, so nothing is written or applied from an invalid fleet.
+  - Resolves every deployment's and cache's C(clusters) host pattern with Ansible's own pattern rules
+    (V(gpufleet_clusters:&prod:!onprem-a)), restricted to the fleet group.
+author:
+  - gpufleet.serving contributors
+options:
+  group:
+    description: Inventory group whose hosts are the fleet's clusters.
+    type: str
+    default: gpufleet_clusters
+  inference_classes:
+    description: Inference classes keyed by name. Defaults to the C(gpufleet_inference_classes) variable.
+    type: dict
+  model_deployments:
+    description: Model deployments. Defaults to the C(gpufleet_model_deployments) variable.
+    type: list
+    elements: dict
+  model_caches:
+    description: Model caches. Defaults to the C(gpufleet_model_caches) variable.
+    type: list
+    elements: dict
+  check_selectors:
+    description: Compile every CEL device selector and report the ones that do not compile.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: Read-only; runs the same in check mode.
+  diff_mode:
+    support: none
+  action:
+    support: full
+    description: Runs on the controller as an action plugin.
+requirements:
+  - pydantic >= 2
+  - cel-python >= 0.5.0
+notes:
+  - Run it once (C(run_once=true)) in a play over the fleet group, or on C(localhost) with the inventory loaded.
+seealso:
+  - module: gpufleet.serving.replica_placement
+"""
+
+EXAMPLES = r"""
+- name: Validate the fleet and show the summary
+  gpufleet.serving.fleet_info:
+  run_once: true
+  register: gpufleet_fleet
+
+- name: Print the summary table
+  ansible.builtin.debug:
+    msg: "{{ gpufleet_fleet.summary }}"
+  run_once: true
+
+- name: Validate a candidate change to the deployments without touching the inventory
+  gpufleet.serving.fleet_info:
+    model_deployments: "{{ lookup('file', 'new-deployments.yml') | from_yaml }}"
+  run_once: true
+"""
+
+RETURN = r"""
+fleet:
+  description: The validated fleet, normalised (defaults filled in).
+  returned: success
+  type: dict
+  contains:
+    clusters:
+      description: Every fleet cluster with its pools, node counts and the resolved devices of each pool's class.
+      type: list
+      elements: dict
+      sample:
+        - name: gke-us-central1
+          provider: gke
+          pools:
+            - name: l4
+              class: l4-1x
+              nodes: 4
+              devices:
+                - {name: gpu, driver: gpu.nvidia.com, claim: DRA, count: 1,
+                   attributes: {productName: {string: NVIDIA L4}}, capacity: {memory: {value: 23034Mi}}}
+    placement_clusters:
+      description: Clusters in the shape M(gpufleet.serving.replica_placement) takes for O(gpufleet.serving.replica_placement#module:clusters).
+      type: list
+      elements: dict
+      sample: [{name: gke-us-central1, pools: [{name: l4, class: l4-1x, nodes: 4}], taints: [], ready: true}]
+    classes:
+      description: Inference classes keyed by name, normalised.
+      type: dict
+      sample: {l4-1x: {devices: [{name: gpu, driver: gpu.nvidia.com, count: 1, claim: DRA}]}}
+    deployments:
+      description: Model deployments, normalised, each with C(candidate_clusters) (its resolved host pattern).
+      type: list
+      elements: dict
+      sample: [{name: qwen-demo, namespace: ml-team, replicas: 3, candidate_clusters: [eks-us-east-1, gke-us-central1]}]
+    caches:
+      description: Model caches, normalised, each with C(candidate_clusters).
+      type: list
+      elements: dict
+      sample: [{name: qwen-2-5-0-5b, namespace: ml-team, size: 20Gi, candidate_clusters: [gke-us-central1]}]
+summary:
+  description: A human-readable table of clusters, pools, deployments and caches, one line per element.
+  returned: success
+  type: list
+  elements: str
+  sample:
+    - "CLUSTER          PROVIDER  POOL  CLASS  NODES  DEVICES/NODE"
+    - "gke-us-central1  gke       l4    l4-1x  4      1x gpu"
+errors:
+  description: On failure, every problem found as C(path) and C(reason).
+  returned: failure
+  type: list
+  elements: dict
+  sample: [{path: "gpufleet_model_deployments[0].replicas", reason: "must be >= 0 (got -1)"}]
+"""

@@ -1,0 +1,87 @@
+#!/usr/bin/python
+# Copyright: gpufleet.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# This module runs on the controller as an action plugin (plugins/action/manifest_dir.py); this file holds its docs.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: manifest_dir
+short_description: Write Kubernetes objects to a GitOps render directory, one file per object, and prune stale ones
+version_added: 0.1.0
+description:
+  - Writes every object in O(objects) to C(<path>/<cluster>/<namespace>/<kind>-<name>.yaml) on the controller
+    (cluster-scoped objects under C(_cluster)). Kinds are lower-cased.
+  - Each file is written atomically (temporary file in the same directory, then rename) and only when its content
+    changes, so re-running with the same objects reports no change.
+  - With O(prune), files under C(<path>/<cluster>/) whose object carries every label in O(owner) but is not in
+    O(objects) are removed; this is how a dropped replica disappears from the render directory.
+  - Every object is checked and serialised before the first write, so an invalid object changes nothing.
+author:
+  - gpufleet.serving contributors
+options:
+  path:
+    description: Root of the render directory.
+    type: path
+    required: true
+  cluster:
+    description: The cluster (inventory host) the objects belong to; the first directory level.
+    type: str
+    required: true
+  objects:
+    description: Kubernetes objects, each with C(kind) and C(metadata.name) (and C(metadata.namespace) when namespaced).
+    type: list
+    elements: dict
+    default: []
+  owner:
+    description: Labels that mark the objects this task owns, for pruning. Without labels nothing is pruned.
+    type: dict
+    default: {}
+  prune:
+    description: Remove files of owned objects that are no longer in O(objects).
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: Reports the files that would be written and removed without touching them.
+  diff_mode:
+    support: none
+  action:
+    support: full
+    description: Runs on the controller; the render directory is on the controller.
+seealso:
+  - module: gpufleet.serving.fleet_info
+"""
+
+EXAMPLES = r"""
+- name: Render this cluster's serving workloads for GitOps
+  gpufleet.serving.manifest_dir:
+    path: "{{ gpufleet_render_dir }}"
+    cluster: "{{ inventory_hostname }}"
+    objects: "{{ placement.replicas | gpufleet.serving.serving_manifests(deployment, cluster=inventory_hostname) }}"
+    owner:
+      app.kubernetes.io/managed-by: gpufleet.serving
+      gpufleet.io/deployment: "{{ deployment.name }}"
+"""
+
+RETURN = r"""
+written:
+  description: Files (relative to O(path)) that were created or changed.
+  returned: success
+  type: list
+  elements: str
+  sample: ["gke-us-central1/ml-team/deployment-qwen-demo-3f9a1.yaml"]
+removed:
+  description: Files (relative to O(path)) that were pruned.
+  returned: success
+  type: list
+  elements: str
+  sample: ["gke-us-central1/ml-team/service-qwen-demo-0b2c4.yaml"]
+unchanged:
+  description: Number of objects whose file already held the same content.
+  returned: success
+  type: int
+  sample: 7
+"""

@@ -1,0 +1,404 @@
+"""Fleet data model: the example fleet validates; malformed fleets fail with the exact field path and reason."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from example_fleet import example_fleet
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
+
+
+def run(data: dict[str, Any], **kwargs: Any):
+    return validate_fleet(
+        classes=data["classes"], hosts=data["hosts"], deployments=data["deployments"], caches=data["caches"], **kwargs
+    )
+
+
+def test_example_fleet_is_valid_and_normalised():
+    fleet = run(example_fleet())
+    assert sorted(fleet.clusters) == ["eks-us-east-1", "gke-europe-west4", "gke-us-central1", "onprem-a"]
+    assert [d.name for d in fleet.deployments] == ["qwen-demo", "llama-70b", "deepseek-v3"]
+    out = fleet.to_dict()
+    onprem = next(c for c in out["clusters"] if c["name"] == "onprem-a")
+    dgx = onprem["pools"][0]
+    assert dgx["nodes"] == 4
+    assert {d["name"]: (d["claim"], d["count"]) for d in dgx["devices"]} == {"gpu": ("DRA", 8), "ib": ("Synthetic", 8)}
+    # Defaults are filled in.
+    assert out["deployments"][0]["backend"] == "auto"
+    assert out["deployments"][0]["engines"][0]["copies"] == 1
+    assert out["clusters"][0]["ready"] is True
+    # Placement input shape (design.md §4).
+    assert out["placement_clusters"][0] == {
+        "name": "eks-us-east-1",
+        "pools": [{"name": "a10g", "class": "a10g-1x", "nodes": 3}, {"name": "p5", "class": "h100-8x-ib", "nodes": 1}],
+        "taints": [],
+        "ready": True,
+    }
+
+
+def test_summary_table_lists_clusters_pools_and_deployments():
+    lines = run(example_fleet()).summary()
+    assert lines[0].split() == ["CLUSTER", "PROVIDER", "POOL", "CLASS", "NODES", "DEVICES/NODE"]
+    assert any(line.split()[:5] == ["onprem-a", "existing", "dgx", "h100-8x-ib", "4"] for line in lines)
+    assert any("8x gpu, 8x ib (synthetic)" in line for line in lines)
+    assert any(line.startswith("deepseek-v3") and "gang of 2 pods" in line for line in lines)
+
+
+def test_patterns_are_resolved_and_restricted_to_the_fleet():
+    fleet = run(example_fleet(), resolve_pattern=lambda p: ["onprem-a", "not-a-cluster"] if "onprem" in p else [])
+    assert fleet.targets["deepseek-v3"] == ["onprem-a"]
+    assert fleet.targets["qwen-demo"] == []
+
+
+Mutator = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Mutator:
+    """Mutator setting ``data[path]`` where path is like ``deployments.0.engines.0.name``."""
+
+    def apply(data: dict[str, Any]) -> None:
+        keys = [int(k) if k.isdigit() else k for k in path.split(".")]
+        target = data
+        for k in keys[:-1]:
+            target = target[k]
+        if value is _DELETE:
+            del target[keys[-1]]
+        else:
+            target[keys[-1]] = value
+
+    return apply
+
+
+_DELETE = object()
+STANDALONE = "deployments.0.engines.0.members.0"
+GANG = "deployments.2.engines.0.members"
+L4 = "classes.l4-1x"
+GKE = "hosts.gke-us-central1"
+
+
+def _both(*mutators: Mutator) -> Mutator:
+    def apply(data: dict[str, Any]) -> None:
+        for m in mutators:
+            m(data)
+
+    return apply
+
+
+def _dup_deployment(data: dict[str, Any]) -> None:
+    data["deployments"].append(dict(data["deployments"][0]))
+
+
+def _two_standalones(data: dict[str, Any]) -> None:
+    members = data["deployments"][0]["engines"][0]["members"]
+    members.append(dict(members[0]))
+
+
+# (id, mutation, exact path, substring of the reason)
+MALFORMED: list[tuple[str, Mutator, str, str]] = [
+    (
+        "bad-role",
+        _set(f"{STANDALONE}.role", "Boss"),
+        "gpufleet_model_deployments[0].engines[0].members[0].role",
+        "must be one of Standalone, Leader, Worker",
+    ),
+    ("negative-replicas", _set("deployments.0.replicas", -1), "gpufleet_model_deployments[0].replicas", "must be >= 0"),
+    (
+        "replicas-not-int",
+        _set("deployments.0.replicas", "three"),
+        "gpufleet_model_deployments[0].replicas",
+        "must be an integer",
+    ),
+    (
+        "missing-replicas",
+        _set("deployments.1.replicas", _DELETE),
+        "gpufleet_model_deployments[1].replicas",
+        "is required",
+    ),
+    ("name-not-dns", _set("deployments.0.name", "Qwen_Demo"), "gpufleet_model_deployments[0].name", "DNS label"),
+    ("unknown-field", _set("deployments.0.replica", 3), "gpufleet_model_deployments[0].replica", "not a known field"),
+    (
+        "bad-backend",
+        _set("deployments.0.backend", "ray"),
+        "gpufleet_model_deployments[0].backend",
+        "must be one of auto, deployment, leaderworkerset, kserve",
+    ),
+    (
+        "unknown-cache",
+        _set("deployments.0.cache", "nope"),
+        "gpufleet_model_deployments[0].cache",
+        "unknown model cache 'nope'",
+    ),
+    (
+        "cache-other-namespace",
+        _set("deployments.0.namespace", "other"),
+        "gpufleet_model_deployments[0].cache",
+        "a pod can only mount a PVC of its own namespace",
+    ),
+    (
+        "two-standalones",
+        _two_standalones,
+        "gpufleet_model_deployments[0].engines[0].members",
+        "exactly one Standalone member, or one Leader and one Worker",
+    ),
+    (
+        "leader-without-worker",
+        _set(GANG, [{"role": "Leader", "template": {"spec": {"containers": [{"name": "a", "image": "b"}]}}}]),
+        "gpufleet_model_deployments[2].engines[0].members",
+        "exactly one Standalone member",
+    ),
+    (
+        "worker-without-nodes",
+        _set(f"{GANG}.1.worker", _DELETE),
+        "gpufleet_model_deployments[2].engines[0].members[1]",
+        "worker: {nodes: N} is required",
+    ),
+    (
+        "worker-nodes-zero",
+        _set(f"{GANG}.1.worker", {"nodes": 0}),
+        "gpufleet_model_deployments[2].engines[0].members[1].worker.nodes",
+        "must be >= 1",
+    ),
+    (
+        "worker-block-on-standalone",
+        _set(f"{STANDALONE}.worker", {"nodes": 2}),
+        "gpufleet_model_deployments[0].engines[0].members[0]",
+        "worker is only allowed on a Worker member",
+    ),
+    (
+        "missing-template",
+        _set(f"{STANDALONE}.template", _DELETE),
+        "gpufleet_model_deployments[0].engines[0].members[0].template",
+        "is required",
+    ),
+    (
+        "template-without-containers",
+        _set(f"{STANDALONE}.template", {"spec": {}}),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.spec.containers",
+        "at least one container",
+    ),
+    (
+        "container-without-image",
+        _set(f"{STANDALONE}.template.spec.containers.0.image", _DELETE),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.spec.containers[0]",
+        "needs a name and an image",
+    ),
+    (
+        "request-count-zero",
+        _set(f"{STANDALONE}.node_selector.devices.0.count", 0),
+        "gpufleet_model_deployments[0].engines[0].members[0].node_selector.devices[0].count",
+        "must be >= 1",
+    ),
+    (
+        "duplicate-request",
+        _set(f"{STANDALONE}.node_selector.devices", [{"name": "gpu"}, {"name": "gpu"}]),
+        "gpufleet_model_deployments[0].engines[0].members[0].node_selector.devices",
+        "duplicate device request name 'gpu'",
+    ),
+    (
+        "bad-cel",
+        _set(f"{STANDALONE}.node_selector.devices.0.selectors.0.cel", "device.driver =="),
+        "gpufleet_model_deployments[0].engines[0].members[0].node_selector.devices[0].selectors[0].cel",
+        "invalid CEL selector",
+    ),
+    (
+        "bad-toleration-operator",
+        _set("deployments.0.tolerations", [{"key": "a", "operator": "In"}]),
+        "gpufleet_model_deployments[0].tolerations[0].operator",
+        "must be one of Exists, Equal",
+    ),
+    (
+        "duplicate-deployment",
+        _dup_deployment,
+        "gpufleet_model_deployments[3].name",
+        "duplicate deployment name 'qwen-demo'",
+    ),
+    (
+        "copies-zero",
+        _set("deployments.0.engines.0.copies", 0),
+        "gpufleet_model_deployments[0].engines[0].copies",
+        "must be >= 1",
+    ),
+    (
+        "deployment-backend-gang",
+        _set("deployments.2.backend", "deployment"),
+        "gpufleet_model_deployments[2]",
+        "backend deployment cannot run a Leader/Worker engine",
+    ),
+    # Inference classes
+    (
+        "attribute-two-types",
+        _set(f"{L4}.devices.0.attributes.productName", {"string": "L4", "int": 4}),
+        "gpufleet_inference_classes['l4-1x'].devices[0].attributes.productName",
+        "exactly one of string, version, bool, int",
+    ),
+    (
+        "attribute-bad-version",
+        _set(f"{L4}.devices.0.attributes.cudaComputeCapability", {"version": "8.9"}),
+        "gpufleet_inference_classes['l4-1x'].devices[0].attributes.cudaComputeCapability",
+        "semantic version",
+    ),
+    (
+        "attribute-bad-name",
+        _set(f"{L4}.devices.0.attributes", {"product name": {"string": "x"}}),
+        "gpufleet_inference_classes['l4-1x'].devices[0].attributes",
+        "not a DRA attribute/capacity name",
+    ),
+    (
+        "capacity-not-quantity",
+        _set(f"{L4}.devices.0.capacity.memory", {"value": "24 GB"}),
+        "gpufleet_inference_classes['l4-1x'].devices[0].capacity.memory.value",
+        "not a Kubernetes quantity",
+    ),
+    (
+        "dra-without-device-class",
+        _set(f"{L4}.devices.0.device_class_name", _DELETE),
+        "gpufleet_inference_classes['l4-1x'].devices[0]",
+        "device_class_name is required when claim is DRA",
+    ),
+    (
+        "bad-claim",
+        _set(f"{L4}.devices.0.claim", "Maybe"),
+        "gpufleet_inference_classes['l4-1x'].devices[0].claim",
+        "must be one of DRA, Synthetic",
+    ),
+    ("no-devices", _set(f"{L4}.devices", []), "gpufleet_inference_classes['l4-1x'].devices", "at least 1 item"),
+    (
+        "driver-not-dns",
+        _set(f"{L4}.devices.0.driver", "GPU_NVIDIA"),
+        "gpufleet_inference_classes['l4-1x'].devices[0].driver",
+        "DNS subdomain",
+    ),
+    (
+        "device-count-zero",
+        _set(f"{L4}.devices.0.count", 0),
+        "gpufleet_inference_classes['l4-1x'].devices[0].count",
+        "must be >= 1",
+    ),
+    # Clusters
+    (
+        "unknown-pool-class",
+        _set(f"{GKE}.gpufleet_node_pools.0.class", "l4-2x"),
+        "hostvars['gke-us-central1'].gpufleet_node_pools[0].class",
+        "unknown inference class 'l4-2x'",
+    ),
+    (
+        "bad-provider",
+        _set(f"{GKE}.gpufleet_provider", "aks"),
+        "hostvars['gke-us-central1'].gpufleet_provider",
+        "must be one of gke, eks, existing",
+    ),
+    (
+        "missing-provider-block",
+        _set(f"{GKE}.gpufleet_gke", _DELETE),
+        "hostvars['gke-us-central1']",
+        "gpufleet_gke is required when gpufleet_provider is gke",
+    ),
+    (
+        "old-eks-version",
+        _set("hosts.eks-us-east-1.gpufleet_eks.kubernetes_version", "1.31"),
+        "hostvars['eks-us-east-1'].gpufleet_eks.kubernetes_version",
+        "DRA (resource.k8s.io/v1) is GA from Kubernetes 1.34",
+    ),
+    (
+        "pool-count-above-max",
+        _set(f"{GKE}.gpufleet_node_pools.0.node_count", 9),
+        "hostvars['gke-us-central1'].gpufleet_node_pools[0]",
+        "outside [min_node_count, max_node_count]",
+    ),
+    (
+        "duplicate-pool",
+        _set(f"{GKE}.gpufleet_node_pools.1.name", "l4"),
+        "hostvars['gke-us-central1'].gpufleet_node_pools",
+        "duplicate node pool name 'l4'",
+    ),
+    (
+        "bad-taint-effect",
+        _set(f"{GKE}.gpufleet_taints", [{"key": "gpufleet.io/drain", "effect": "PreferNoSchedule"}]),
+        "hostvars['gke-us-central1'].gpufleet_taints[0].effect",
+        "must be one of NoSchedule, NoExecute",
+    ),
+    (
+        "class-cannot-provision",
+        _set(f"{GKE}.gpufleet_node_pools.0.class", "a10g-1x"),
+        "hostvars['gke-us-central1'].gpufleet_node_pools[0].class",
+        "has no provisioning.gke",
+    ),
+    # Caches
+    (
+        "cache-two-sources",
+        _set("caches.0.source.s3", {"uri": "s3://models/qwen"}),
+        "gpufleet_model_caches[0].source",
+        "exactly one of hugging_face, s3, http",
+    ),
+    ("cache-bad-size", _set("caches.0.size", "lots"), "gpufleet_model_caches[0].size", "not a Kubernetes quantity"),
+    (
+        "cache-existing-pvc-no-claim",
+        _set("caches.0.storage", {"backend": "existing_pvc"}),
+        "gpufleet_model_caches[0].storage",
+        "claim_name is required when backend is existing_pvc",
+    ),
+    (
+        "cache-bad-s3-uri",
+        _set("caches.0.source", {"s3": {"uri": "https://bucket/x"}}),
+        "gpufleet_model_caches[0].source.s3.uri",
+        "does not match the expected form",
+    ),
+]
+
+
+@pytest.mark.parametrize(("mutate", "path", "reason"), [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
+def test_malformed_fleet_names_the_field(mutate: Mutator, path: str, reason: str):
+    data = example_fleet()
+    mutate(data)
+    with pytest.raises(FleetValidationError) as info:
+        run(data)
+    errors = info.value.errors
+    assert any(p == path and reason in r for p, r in errors), f"expected {path}: ...{reason}...; got {errors}"
+    # The message is one "path: reason" line per error.
+    assert f"{path}: " in str(info.value)
+
+
+def test_every_error_is_reported_not_only_the_first():
+    data = example_fleet()
+    _set(f"{STANDALONE}.role", "Boss")(data)
+    _set("deployments.1.replicas", -1)(data)
+    _set(f"{GKE}.gpufleet_provider", "aks")(data)
+    with pytest.raises(FleetValidationError) as info:
+        run(data)
+    paths = {error[0] for error in info.value.errors}
+    assert {
+        "gpufleet_model_deployments[0].engines[0].members[0].role",
+        "gpufleet_model_deployments[1].replicas",
+        "hostvars['gke-us-central1'].gpufleet_provider",
+    } <= paths
+
+
+def test_catalogs_of_the_wrong_type_are_reported():
+    data = example_fleet()
+    with pytest.raises(FleetValidationError) as info:
+        validate_fleet(classes=[], hosts=data["hosts"], deployments={"a": 1}, caches=None)
+    paths = {error[0] for error in info.value.errors}
+    assert "gpufleet_inference_classes" in paths
+    assert "gpufleet_model_deployments" in paths
+
+
+def test_selector_check_can_be_skipped():
+    data = example_fleet()
+    _set(f"{STANDALONE}.node_selector.devices.0.selectors.0.cel", "device.driver ==")(data)
+    run(data, check_selectors=False)
+
+
+def test_toleration_semantics_follow_kubernetes():
+    from ansible_collections.gpufleet.serving.plugins.module_utils.models import Taint, Toleration
+
+    drain = Taint(key="gpufleet.io/drain", value="true", effect="NoExecute")
+    assert Toleration(key="gpufleet.io/drain", operator="Exists").tolerates(drain)
+    assert Toleration(key="gpufleet.io/drain", value="true", effect="NoExecute").tolerates(drain)
+    assert not Toleration(key="gpufleet.io/drain", value="false").tolerates(drain)
+    assert not Toleration(key="gpufleet.io/drain", operator="Exists", effect="NoSchedule").tolerates(drain)
+    assert Toleration(operator="Exists").tolerates(drain)
+    assert not Toleration(key="other", operator="Exists").tolerates(drain)
