@@ -52,7 +52,7 @@ def test_check_mode_reports_without_writing(tmp_path):
 
 
 def test_bad_object_writes_nothing(tmp_path):
-    with pytest.raises(GpufleetError, match="kind and metadata.name"):
+    with pytest.raises(GpufleetError, match=r"kind and metadata\.name"):
         sync(tmp_path, "c", [obj("Service", "ok"), {"kind": "Service"}], OWNER)
     assert not (tmp_path / "c").exists()
 
