@@ -484,6 +484,8 @@ class ModelDeployment(_Strict):
     gateway: GatewayRef | None = None
     ray: bool = False
     kserve: KServeOptions = Field(default_factory=KServeOptions)
+    # Filled in by fleet_info (the resolved ``clusters`` host pattern); accepted so its output can be fed back.
+    candidate_clusters: list[str] = Field(default_factory=list, exclude=True)
 
     _name = field_validator("name", "namespace")(classmethod(lambda cls, v: check_dns_label(v)))
 
@@ -590,6 +592,8 @@ class ModelCache(_Strict):
     source: CacheSource
     size: str
     storage: CacheStorage = Field(default_factory=CacheStorage)
+    # Filled in by fleet_info (the resolved ``clusters`` host pattern); accepted so its output can be fed back.
+    candidate_clusters: list[str] = Field(default_factory=list, exclude=True)
 
     _name = field_validator("name", "namespace")(classmethod(lambda cls, v: check_dns_label(v)))
     _size = field_validator("size", mode="before")(classmethod(lambda cls, v: check_quantity(v)))

@@ -1,0 +1,168 @@
+"""Fleet-wide deploy orchestration: observed state in, every deployment placed in order, a report out.
+
+The deploy playbook calls :func:`place_fleet` once per run (one task, not one per deployment): deployments are placed
+in the order they are listed, each placement fed the replicas placed so far, so capacity is shared and never
+overcommitted. Observed replicas come back from the ``gpufleet.io/placement`` annotation that the rendered per-replica
+Service carries (from the render directory in render mode, from the clusters in apply mode).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.placement import place
+
+PLACEMENT_ANNOTATION = "gpufleet.io/placement"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpufleet.serving"}
+SERVING_OWNER = {**MANAGED_BY, "gpufleet.io/component": "serving"}
+DRAIN_TAINT = {"key": "gpufleet.io/drain", "value": "true", "effect": "NoExecute"}
+CORDON_TAINT = {"key": "gpufleet.io/cordon", "value": "true", "effect": "NoSchedule"}
+
+
+def observed_replicas(objects: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Replica records read back from rendered/applied objects' ``gpufleet.io/placement`` annotations.
+
+    Identity is ``(deployment, cluster, index)``; duplicates (the same replica seen twice) keep the first record.
+    """
+    seen: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        raw = (meta.get("annotations") or {}).get(PLACEMENT_ANNOTATION)
+        if not raw:
+            continue
+        try:
+            record = json.loads(raw)
+            key = (str(record["deployment"]), str(record["cluster"]), int(record["index"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            name = meta.get("name", "?")
+            raise GpufleetError(f"object {name!r} carries an unreadable {PLACEMENT_ANNOTATION} annotation: {exc}") from None
+        seen.setdefault(key, record)
+    return [seen[k] for k in sorted(seen)]
+
+
+@dataclass
+class FleetPlacement:
+    replicas: list[dict[str, Any]] = field(default_factory=list)
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return any(r["changed"] for r in self.results.values())
+
+    def by_deployment(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {name: [] for name in self.results}
+        for r in self.replicas:
+            out.setdefault(r["deployment"], []).append(r)
+        return out
+
+    def by_cluster(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        for r in self.replicas:
+            out.setdefault(r["cluster"], []).append(r)
+        return out
+
+    def shortfalls(self) -> list[str]:
+        return [name for name, r in self.results.items() if r["scheduled"] < r["desired"]]
+
+    def table(self) -> list[str]:
+        rows = [("DEPLOYMENT", "DESIRED", "SCHEDULED", "CONDITION", "PLACEMENT (cluster: replicas/pool)")]
+        for name, res in self.results.items():
+            per: dict[str, list[str]] = {}
+            for r in res["replicas"]:
+                pools = sorted({m["pool"] for e in r["engines"] for m in e["members"] if m.get("pool")})
+                per.setdefault(r["cluster"], []).append("/".join(pools) or "-")
+            placement = "; ".join(
+                f"{cluster}: {len(pools)}x {','.join(sorted(set(pools)))}" for cluster, pools in sorted(per.items())
+            )
+            cond = res["condition"]
+            rows.append((name, str(res["desired"]), str(res["scheduled"]), cond["reason"], placement or "-"))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        return ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
+
+    def explain(self) -> list[str]:
+        """One line per reason a replica could not be placed, for every deployment short of its replicas."""
+        lines = []
+        for name in self.shortfalls():
+            res = self.results[name]
+            lines.append(f"{name}: {res['scheduled']}/{res['desired']} scheduled - {res['condition']['message']}")
+            lines.extend(f"  {line}" for line in explain_lines(res.get("unschedulable")))
+        return lines
+
+
+def explain_lines(unschedulable: Any) -> list[str]:
+    """Flatten placement's ``unschedulable`` (per cluster, per pool) into readable lines."""
+    lines: list[str] = []
+    if isinstance(unschedulable, Mapping):
+        for cluster in sorted(unschedulable):
+            entry = unschedulable[cluster]
+            if isinstance(entry, Mapping):
+                reason = entry.get("reason") or entry.get("message") or entry.get("code") or ""
+                lines.append(f"{cluster}: {reason}".rstrip(": "))
+                pools = entry.get("pools") or {}
+                if isinstance(pools, Mapping):
+                    for pool in pools:
+                        lines.append(f"  {cluster}/{pool}: {_text(pools[pool])}")
+            else:
+                lines.append(f"{cluster}: {_text(entry)}")
+    elif isinstance(unschedulable, list):
+        lines.extend(_text(item) for item in unschedulable)
+    return lines
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return str(value.get("reason") or value.get("message") or json.dumps(value, sort_keys=True))
+    if isinstance(value, list):
+        return "; ".join(_text(v) for v in value)
+    return str(value)
+
+
+def fleet_clusters(
+    placement_clusters: Iterable[Mapping[str, Any]],
+    *,
+    unreachable: Iterable[str] = (),
+    drained: Iterable[str] = (),
+    cordoned: Iterable[str] = (),
+) -> dict[str, dict[str, Any]]:
+    """Clusters as placement sees them this run: unreachable ones take nothing new (``ready: false``) but keep what
+    they have; drained ones get the fleet's ``NoExecute`` drain taint, cordoned ones a ``NoSchedule`` taint."""
+    unreachable, drained, cordoned = set(unreachable), set(drained), set(cordoned)
+    out = {}
+    for c in placement_clusters:
+        item = {"name": c["name"], "pools": list(c.get("pools", [])), "taints": list(c.get("taints", [])), "ready": c.get("ready", True)}
+        if c["name"] in unreachable:
+            item["ready"] = False
+        if c["name"] in drained:
+            item["taints"].append(dict(DRAIN_TAINT))
+        if c["name"] in cordoned:
+            item["taints"].append(dict(CORDON_TAINT))
+        out[c["name"]] = item
+    return out
+
+
+def place_fleet(
+    fleet: Mapping[str, Any],
+    observed: Iterable[Mapping[str, Any]],
+    *,
+    unreachable: Iterable[str] = (),
+    drained: Iterable[str] = (),
+    cordoned: Iterable[str] = (),
+) -> FleetPlacement:
+    """Place every deployment of a normalised fleet (``fleet_info``'s ``fleet``), in order, sharing capacity."""
+    clusters = fleet_clusters(fleet["placement_clusters"], unreachable=unreachable, drained=drained, cordoned=cordoned)
+    names = [d["name"] for d in fleet["deployments"]]
+    # Replicas of deployments that are no longer in the fleet are dropped (their objects get pruned) and free capacity.
+    current = [dict(r) for r in observed if r.get("deployment") in names]
+    outcome = FleetPlacement()
+    for dep in fleet["deployments"]:
+        spec = {k: v for k, v in dep.items() if k != "candidate_clusters"}
+        candidates = [clusters[name] for name in dep.get("candidate_clusters", []) if name in clusters]
+        result = place(deployment=spec, clusters=candidates, classes=fleet["classes"], replicas=current)
+        current = [r for r in current if r.get("deployment") != dep["name"]] + list(result["replicas"])
+        outcome.results[dep["name"]] = dict(result)
+    outcome.replicas = current
+    return outcome

@@ -1,0 +1,130 @@
+#!/usr/bin/python
+# Copyright: gpufleet.serving contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# This module runs on the controller as an action plugin (plugins/action/fleet_placement.py); this file holds its docs.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: fleet_placement
+short_description: Place every model deployment of the fleet, in order, sharing capacity
+version_added: 0.1.0
+description:
+  - Runs M(gpufleet.serving.replica_placement)'s logic for every deployment of O(fleet) in the order they are listed,
+    each one fed the replicas placed so far, so deployments share the fleet's capacity and never overcommit it.
+    One task for the whole fleet; no per-deployment loop in YAML.
+  - Observed replicas (what keeps placement sticky) are read from the C(gpufleet.io/placement) annotation of the
+    rendered per-replica Services, from O(observed_objects) (apply mode, read from the clusters) and/or O(render_dir)
+    (render mode).
+  - A cluster in O(unreachable) takes no new replicas and keeps the ones it had, taken from O(fallback_replicas)
+    (the last successful run's placement), so a blip never moves replicas.
+  - A cluster in O(drained) gets the fleet's C(gpufleet.io/drain=true:NoExecute) taint (its replicas move away); one in
+    O(cordoned) gets C(gpufleet.io/cordon=true:NoSchedule) (it takes no new replicas).
+author:
+  - gpufleet.serving contributors
+options:
+  fleet:
+    description: The normalised fleet, as returned in C(fleet) by M(gpufleet.serving.fleet_info).
+    type: dict
+    required: true
+  observed_objects:
+    description: Objects read from the clusters (for example with M(kubernetes.core.k8s_info)) that may carry placement annotations.
+    type: list
+    elements: dict
+    default: []
+  render_dir:
+    description: A render directory to read observed replicas from (render mode).
+    type: path
+  fallback_replicas:
+    description: Replicas of the last successful run, used for the clusters in O(unreachable).
+    type: list
+    elements: dict
+    default: []
+  unreachable:
+    description: Clusters that could not be read this run.
+    type: list
+    elements: str
+    default: []
+  drained:
+    description: Clusters to drain (replicas move away).
+    type: list
+    elements: str
+    default: []
+  cordoned:
+    description: Clusters to cordon (no new replicas).
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    support: full
+    description: Pure computation; the same in check mode.
+  diff_mode:
+    support: none
+  action:
+    support: full
+    description: Runs on the controller.
+requirements:
+  - pydantic >= 2
+  - cel-python >= 0.5.0
+seealso:
+  - module: gpufleet.serving.replica_placement
+  - module: gpufleet.serving.fleet_info
+"""
+
+EXAMPLES = r"""
+- name: Place every deployment (render mode)
+  gpufleet.serving.fleet_placement:
+    fleet: "{{ gpufleet_fleet.fleet }}"
+    render_dir: "{{ gpufleet_render_dir }}"
+    drained: "{{ gpufleet_drained_clusters | default([]) }}"
+  run_once: true
+  register: gpufleet_placement
+"""
+
+RETURN = r"""
+replicas:
+  description: Every replica of every deployment after this run, in the shape of M(gpufleet.serving.replica_placement).
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - {name: qwen-demo-3f9a1, deployment: qwen-demo, namespace: ml-team, cluster: gke-us-central1, index: 0,
+       engines: [{name: main, copies: 1, members: [{role: Standalone, pool: l4, nodes: 1, device_requests: []}]}]}
+by_deployment:
+  description: The replicas grouped by deployment name (every deployment present, possibly with an empty list).
+  returned: success
+  type: dict
+  sample: {qwen-demo: []}
+by_cluster:
+  description: The replicas grouped by cluster name.
+  returned: success
+  type: dict
+  sample: {gke-us-central1: []}
+results:
+  description: Per deployment, M(gpufleet.serving.replica_placement)'s result without C(replicas).
+  returned: success
+  type: dict
+  sample:
+    qwen-demo: {desired: 3, scheduled: 3, changed: false,
+                condition: {type: ReplicasScheduled, status: "True", reason: ReplicasCreated, message: 3/3 replicas scheduled}}
+shortfalls:
+  description: Deployments with fewer replicas scheduled than desired.
+  returned: success
+  type: list
+  elements: str
+  sample: [llama-70b]
+table:
+  description: The placement table, one line per deployment.
+  returned: success
+  type: list
+  elements: str
+  sample: ["DEPLOYMENT  DESIRED  SCHEDULED  CONDITION        PLACEMENT (cluster: replicas/pool)"]
+explain:
+  description: For every shortfall, why each candidate cluster and pool could not take a replica.
+  returned: success
+  type: list
+  elements: str
+  sample: ["llama-70b: 1/2 scheduled - ...", "  gke-us-central1/l4: request gpu: selector ... is false"]
+"""

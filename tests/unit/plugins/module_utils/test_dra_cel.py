@@ -1,0 +1,693 @@
+"""Conformance tests for the DRA device-selector CEL engine (dra_cel.py).
+
+Tables transcribed from kubernetes/kubernetes (cited per table):
+- staging/src/k8s.io/dynamic-resource-allocation/cel/compile_test.go  (TestCEL testcases)
+- staging/src/k8s.io/dynamic-resource-allocation/cel/semver_test.go   (TestSemver)
+- staging/src/k8s.io/apiserver/pkg/cel/library/quantity_test.go      (TestQuantity)
+- staging/src/k8s.io/apiserver/pkg/cel/library/semver_test.go        (TestSemver, library version 1)
+plus engine behaviour the brief pins (limits, caching, non-bool results, call styles).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra_cel import (
+    COST_LIMIT,
+    MAX_EXPRESSION_BYTES,
+    CompiledSelector,
+    SelectorCompileError,
+    SelectorEvalError,
+    compile_selector,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import parse_quantity
+from ansible_collections.gpufleet.serving.plugins.module_utils.semver import parse_semver
+
+D = "dra.example.com"
+
+
+def device(driver: str = "", attributes: dict | None = None, capacity: dict | None = None, **extra) -> dict:
+    return {"name": "dev-0", "driver": driver, "attributes": attributes or {}, "capacity": capacity or {}, **extra}
+
+
+def run(expression: str, dev: dict) -> object:
+    """('compile', msg) | ('eval', msg) | bool."""
+    try:
+        sel = compile_selector(expression)
+    except SelectorCompileError as e:
+        return ("compile", str(e))
+    try:
+        return sel.matches(dev)
+    except SelectorEvalError as e:
+        return ("eval", str(e))
+
+
+def check(expression: str, dev: dict, expect: object) -> None:
+    got = run(expression, dev)
+    if isinstance(expect, tuple):
+        assert isinstance(got, tuple), f"{expression!r}: expected {expect[0]} error, got {got!r}"
+        assert got[0] == expect[0], f"{expression!r}: expected {expect[0]} error, got {got!r}"
+        assert expect[1] in got[1], f"{expression!r}: {expect[1]!r} not in {got[1]!r}"
+    else:
+        assert got is expect, f"{expression!r}: expected {expect!r}, got {got!r}"
+
+
+_ALL_ATTRS = {
+    "bool": {"bool": True},
+    "int": {"int": 1},
+    "string": {"string": "fish"},
+    "version": {"version": "1.0.0"},
+}
+_MANY_ATTRS = {"a": {"bool": True}, "b": {"bool": True}, "c": {"bool": True}}
+_EXPENSIVE = (
+    "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(x, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(y, "
+    "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(z, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(z2, "
+    "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(z3, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(z4, "
+    "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(z5, int('1'.find('[0-9]*')) < 100)))))))"
+)
+_ALL_EXPR = f"""
+device.capacity["{D}"].quantity.isGreaterThan(quantity("1Ki")) &&
+device.attributes["{D}"].bool &&
+device.attributes["{D}"].int > 0 &&
+device.attributes["{D}"].string == "fish" &&
+device.attributes["{D}"].version.isGreaterThan(semver("0.0.1")) &&
+device.capacity["{D}"]["quantity"].isGreaterThan(quantity("1Ki")) &&
+device.attributes["{D}"]["bool"] &&
+device.attributes["{D}"]["int"] > 0 &&
+device.attributes["{D}"]["string"] == "fish" &&
+device.attributes["{D}"]["version"].isGreaterThan(semver("0.0.1"))
+"""
+
+# compile_test.go TestCEL testcases: (name, expression, device, expectation)
+DRA_CASES = [
+    ("true", "true", device(), True),
+    ("false", "false", device(), False),
+    ("syntax-error", "?!", device(), ("compile", "Syntax error")),
+    ("type-error", "1", device(), ("compile", "must evaluate to bool or the unknown type, not int")),
+    (
+        "runtime-error-lookup-identifier",
+        'device.attributes["no-such-domain"].noSuchAttr.isGreaterThan(quantity("0"))',
+        device(),
+        ("eval", "no such key: noSuchAttr"),
+    ),
+    (
+        "runtime-error-lookup-map",
+        'device.attributes["no-such-domain"]["noSuchAttr"].isGreaterThan(quantity("0"))',
+        device(),
+        ("eval", "no such key: noSuchAttr"),
+    ),
+    ("domain-check-negative", '"no-such-domain" in device.attributes', device(), False),
+    (
+        "domain-check-positive",
+        f'"{D}" in device.attributes',
+        device(attributes={f"{D}/something": {"bool": True}}),
+        True,
+    ),
+    ("empty-driver-name", 'device.driver == ""', device(), True),
+    ("real-driver-name", f'device.driver == "{D}"', device(D), True),
+    ("driver-name-qualifier", f'device.attributes["{D}"].name', device(D, {"name": {"bool": True}}), True),
+    (
+        "driver-name-qualifier-map-lookup",
+        f'device.attributes["{D}"]["name"]',
+        device(D, {"name": {"bool": True}}),
+        True,
+    ),
+    ("bind", f'cel.bind(dra, device.attributes["{D}"], dra.name)', device(D, {"name": {"bool": True}}), True),
+    (
+        "qualified-attribute-name",
+        'device.attributes["other.example.com"].name',
+        device(D, {"other.example.com/name": {"bool": True}}),
+        True,
+    ),
+    ("bool", f'device.attributes["{D}"].name', device(D, {"name": {"bool": True}}), True),
+    ("int", f'device.attributes["{D}"].name > 0', device(D, {"name": {"int": 1}}), True),
+    ("string", f'device.attributes["{D}"].name == "fish"', device(D, {"name": {"string": "fish"}}), True),
+    (
+        "macro-exists-on-int",
+        f'device.attributes["{D}"].name.exists(x, x > 0)',
+        device(D, {"name": {"int": 1}}),
+        ("eval", "got 'types.Int', expected iterable type"),
+    ),
+    (
+        "macro-exists-on-bool",
+        f'device.attributes["{D}"].name.exists(x, x == true)',
+        device(D, {"name": {"bool": True}}),
+        ("eval", "got 'types.Bool', expected iterable type"),
+    ),
+    (
+        "macro-exists-on-string",
+        f'device.attributes["{D}"].name.exists(x, x == "fish")',
+        device(D, {"name": {"string": "fish"}}),
+        ("eval", "got 'types.String', expected iterable type"),
+    ),
+    (
+        "macro-exists-on-version",
+        f'device.attributes["{D}"].name.exists(x, x.isGreaterThan(semver("0.0.1")))',
+        device(D, {"name": {"version": "1.0.0"}}),
+        ("eval", "got 'cel.Semver', expected iterable type"),
+    ),
+    (
+        "version",
+        f'device.attributes["{D}"].name.isGreaterThan(semver("0.0.1"))',
+        device(D, {"name": {"version": "1.0.0"}}),
+        True,
+    ),
+    (
+        "version_v",
+        f'device.attributes["{D}"].name.isGreaterThan(semver("v0.0.1", true)) && isSemver("v1.0.0", true)',
+        device(D, {"name": {"version": "1.0.0"}}),
+        True,
+    ),
+    (
+        "quantity",
+        f'device.capacity["{D}"].name.isGreaterThan(quantity("1Ki"))',
+        device(D, capacity={"name": {"value": "1Mi"}}),
+        True,
+    ),
+    (
+        "check-positive",
+        f'"name" in device.capacity["{D}"] && device.capacity["{D}"].name.isGreaterThan(quantity("1Ki"))',
+        device(D, capacity={"name": {"value": "1Mi"}}),
+        True,
+    ),
+    (
+        "check-negative",
+        f'!("name" in device.capacity["{D}"]) || device.capacity["{D}"].name.isGreaterThan(quantity("1Ki"))',
+        device(),
+        True,
+    ),
+    ("all", _ALL_EXPR, device(D, _ALL_ATTRS, {"quantity": {"value": "1Mi"}}), True),
+    (
+        "many",
+        f'device.attributes["{D}"].a && device.attributes["{D}"].b && device.attributes["{D}"].c',
+        device(D, _MANY_ATTRS),
+        True,
+    ),
+    (
+        "check_attribute_domains",
+        f'device.attributes.exists_one(x, x == "{D}")',
+        device(D, {"services": {"string": "some_example_value"}}),
+        True,
+    ),
+    (
+        "check_attribute_ids",
+        f'device.attributes["{D}"].exists_one(x, x == "services")',
+        device(D, {"services": {"string": "some_example_value"}}),
+        True,
+    ),
+    (
+        "split_attribute",
+        f'device.attributes["{D}"].services.split("example").size() >= 2',
+        device(D, {"services": {"string": "some_example_value"}}),
+        True,
+    ),
+    (
+        "regexp_attribute",
+        f'device.attributes["{D}"].services.matches("[^a]?sym")',
+        device(D, {"services": {"string": "asymetric"}}),
+        True,
+    ),
+    (
+        "check_capacity_domains",
+        f'device.capacity.exists_one(x, x == "{D}")',
+        device(D, capacity={"memory": {"value": "1Mi"}}),
+        True,
+    ),
+    (
+        "check_capacity_ids",
+        f'device.capacity["{D}"].exists_one(x, x == "memory")',
+        device(D, capacity={"memory": {"value": "1Mi"}}),
+        True,
+    ),
+    ("expensive", _EXPENSIVE, device(D), ("eval", "actual cost limit exceeded")),
+    (
+        "allow_multiple_allocations",
+        "device.allowMultipleAllocations == true",
+        device(D, allowMultipleAllocations=True),
+        True,
+    ),
+    ("allow_multiple_allocations_default", "device.allowMultipleAllocations == false", device(D), True),
+    (
+        "allow_multiple_allocations_false",
+        "device.allowMultipleAllocations == false",
+        device(D, allowMultipleAllocations=False),
+        True,
+    ),
+    # list-type attributes (DRAListTypeAttributes, newer upstream rows of the same table)
+    (
+        "list-result-type-causes-match-error",
+        f'device.attributes["{D}"].names',
+        device(D, {"names": {"strings": ["fish", "bird"]}}),
+        ("eval", "CEL result of type list could not be converted to bool"),
+    ),
+    (
+        "list-of-bool",
+        f'device.attributes["{D}"].names.size() == 2',
+        device(D, {"names": {"bools": [True, False]}}),
+        True,
+    ),
+    ("list-of-int", f'device.attributes["{D}"].names.size() == 2', device(D, {"names": {"ints": [1, 2]}}), True),
+    (
+        "list-of-semver",
+        f'device.attributes["{D}"].names.size() == 2',
+        device(D, {"names": {"versions": ["1.0.0", "2.0.0"]}}),
+        True,
+    ),
+    (
+        "macro-on-list-of-int",
+        f'device.attributes["{D}"].names.exists(x, x > 0)',
+        device(D, {"names": {"ints": [1, 2]}}),
+        True,
+    ),
+    (
+        "macro-on-list-of-string",
+        f'device.attributes["{D}"].names.all(x, x != "")',
+        device(D, {"names": {"strings": ["fish", "bird"]}}),
+        True,
+    ),
+    (
+        "macro-on-list-of-semver",
+        f'device.attributes["{D}"].names.all(x, x.isGreaterThan(semver("0.0.1")))',
+        device(D, {"names": {"versions": ["1.0.0", "2.0.0"]}}),
+        True,
+    ),
+    ("in-operator-on-list", f'1 in device.attributes["{D}"].names', device(D, {"names": {"ints": [1, 2, 3]}}), True),
+    (
+        "includes-function-on-string-scalar-positive",
+        f'device.attributes["{D}"].name.includes("fish")',
+        device(D, {"name": {"string": "fish"}}),
+        True,
+    ),
+    (
+        "includes-function-on-string-scalar-negative",
+        f'device.attributes["{D}"].name.includes("bird")',
+        device(D, {"name": {"string": "fish"}}),
+        False,
+    ),
+    (
+        "includes-function-on-bool-scalar-positive",
+        f'device.attributes["{D}"].name.includes(true)',
+        device(D, {"name": {"bool": True}}),
+        True,
+    ),
+    (
+        "includes-function-on-bool-scalar-negative",
+        f'device.attributes["{D}"].name.includes(true)',
+        device(D, {"name": {"bool": False}}),
+        False,
+    ),
+    (
+        "includes-function-on-int-scalar-positive",
+        f'device.attributes["{D}"].name.includes(1)',
+        device(D, {"name": {"int": 1}}),
+        True,
+    ),
+    (
+        "includes-function-on-int-scalar-negative",
+        f'device.attributes["{D}"].name.includes(1)',
+        device(D, {"name": {"int": 2}}),
+        False,
+    ),
+    (
+        "includes-function-on-int-list-positive",
+        f'device.attributes["{D}"].name.includes(1)',
+        device(D, {"name": {"ints": [1, 2]}}),
+        True,
+    ),
+    (
+        "includes-function-on-int-list-negative",
+        f'device.attributes["{D}"].name.includes(3)',
+        device(D, {"name": {"ints": [1, 2]}}),
+        False,
+    ),
+    (
+        "includes-function-on-semver-scalar-positive",
+        f'device.attributes["{D}"].name.includes(semver("1.0.0"))',
+        device(D, {"name": {"version": "1.0.0"}}),
+        True,
+    ),
+    (
+        "includes-function-on-semver-list-negative",
+        f'device.attributes["{D}"].name.includes(semver("3.0.0"))',
+        device(D, {"name": {"versions": ["1.0.0", "2.0.0"]}}),
+        False,
+    ),
+    (
+        "includes-function-on-very-long-list-positive",
+        f'device.attributes["{D}"].name.includes("value-64")',
+        device(D, {"name": {"strings": [f"value-{i}" for i in range(64)]}}),
+        False,
+    ),
+    (
+        "includes-function-on-very-long-list-runtime-error",
+        f'device.attributes["{D}"].name.includes("value-65")',
+        device(D, {"name": {"strings": [f"value-{i}" for i in range(65)]}}),
+        ("eval", "'includes' function cannot be applied to lists longer than 64 values"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "expression", "dev", "expect"), DRA_CASES, ids=[c[0] for c in DRA_CASES])
+def test_dra_compile_table(name, expression, dev, expect):
+    check(expression, dev, expect)
+
+
+def test_expensive_expression_stops_quickly():
+    start = time.perf_counter()
+    with pytest.raises(SelectorEvalError, match="actual cost limit exceeded"):
+        compile_selector(_EXPENSIVE).matches(device(D))
+    assert time.perf_counter() - start < 5.0
+
+
+# apiserver library quantity_test.go TestQuantity: (expression, expected value or error)
+QUANTITY_CASES = [
+    ('quantity("12Mi")', parse_quantity("12Mi")),
+    ('quantity("10Mo")', ("eval", "quantities must match the regular expression")),
+    ('quantity("10Mm")', ("eval", "unable to parse quantity's suffix")),
+    ('isQuantity("20")', True),
+    ('isQuantity("20M")', True),
+    ('isQuantity("20Mi")', True),
+    ('isQuantity("20Mo")', False),
+    ('isQuantity("10Mm")', False),
+    ("isQuantity([1, 2, 3])", ("compile", "found no matching overload for 'isQuantity' applied to")),
+    ('quantity("200M") == quantity("200M")', True),
+    ('quantity("200M") == quantity("0.2G") && quantity("0.2G") == quantity("200M")', True),
+    (
+        'quantity("2M") == quantity("0.002G") && quantity("2000k") == quantity("2M") && '
+        'quantity("0.002G") == quantity("2000k")',
+        True,
+    ),
+    ('quantity("200M") == quantity("0.3G")', False),
+    ('quantity("50M").isLessThan(quantity("50Mi"))', True),
+    ('quantity("50M").isLessThan(quantity("100M"))', True),
+    ('quantity("100M").isLessThan(quantity("50M"))', False),
+    ('quantity("50Mi").isGreaterThan(quantity("50M"))', True),
+    ('quantity("150Mi").isGreaterThan(quantity("100Mi"))', True),
+    ('quantity("50M").isGreaterThan(quantity("100M"))', False),
+    ('quantity("200M").compareTo(quantity("0.2G"))', 0),
+    ('quantity("50M").compareTo(quantity("50Mi"))', -1),
+    ('quantity("50Mi").compareTo(quantity("50M"))', 1),
+    ('quantity("50k").add(quantity("20")) == quantity("50.02k")', True),
+    ('quantity("50k").add(20).isLessThan(quantity("50020"))', False),
+    ('quantity("50k").sub(quantity("20")) == quantity("49.98k")', True),
+    ('quantity("50k").sub(20) == quantity("49980")', True),
+    ('quantity("50k").mul(2) == quantity("100000")', True),
+    ('quantity("10k").div(2) == quantity("5000")', True),
+    ('quantity("10000").divInt(3) == quantity("3333")', True),
+    ('quantity("50k").add(20).sub(quantity("100k")).asInteger()', -49980),
+    ('quantity("50k").add(20).sub(quantity("100k")).sub(-50000).asInteger()', 20),
+    ('quantity("50k").asInteger()', 50000),
+    ('quantity("9999999999999999999999999999999999999G").asInteger()', ("eval", "cannot convert value to integer")),
+    ('quantity("9999999999999999999999999999999999999G").isInteger()', False),
+    ('quantity("50").isInteger()', True),
+    ('quantity("50.703k").asApproximateFloat()', 50703.0),
+    # quantity.go doc examples
+    ('quantity("50000000G").isInteger()', True),
+    ('quantity("50k").sub(20000).asApproximateFloat() == 30000.0', True),
+    ('quantity("50k").add(20) == quantity("50020")', True),
+    ('quantity("50k").add(20).sub(quantity("100k")).sub(-50000) == quantity("20")', True),
+    ('quantity("50Mi").isGreaterThan(quantity("100Mi"))', False),
+    ('isQuantity("1.3G") && isQuantity("1.3Gi") && isQuantity("10000k")', True),
+    ('isQuantity("1,3G") || isQuantity("200K") || isQuantity("Three")', False),
+    # quantity.go's doc says isQuantity('Mi') is false, but ParseQuantity accepts a bare suffix as 0
+    # (kubernetes/apimachinery#165, closed unfixed): the code, not the comment, is what clusters run.
+    ('isQuantity("Mi") && quantity("Mi") == quantity("0")', True),
+    ('sign(quantity("50k")) == 1 && sign(quantity("-50k")) == -1 && sign(quantity("0")) == 0', True),
+]
+
+
+@pytest.mark.parametrize(("expression", "expect"), QUANTITY_CASES, ids=[c[0][:60] for c in QUANTITY_CASES])
+def test_quantity_library_table(expression, expect):
+    _check_value(expression, expect)
+
+
+def test_quantity_divide_float_result():
+    got = dra_cel._compile('quantity("10000").div(3).asApproximateFloat()', require_bool=False).evaluate()
+    assert math.isclose(got, 3333.3333, abs_tol=1e-4)
+
+
+def _check_value(expression: str, expect: object) -> None:
+    if isinstance(expect, tuple):
+        stage, msg = expect
+        if stage == "compile":
+            with pytest.raises(SelectorCompileError, match=msg):
+                dra_cel._compile(expression, require_bool=False)
+            return
+        sel = dra_cel._compile(expression, require_bool=False)
+        with pytest.raises(SelectorEvalError) as info:
+            sel.evaluate()
+        assert msg in str(info.value)
+        return
+    got = dra_cel._compile(expression, require_bool=False).evaluate()
+    assert type(got) is type(expect)
+    assert got == expect
+
+
+# apiserver library semver_test.go (library version 1) and dynamic-resource-allocation/cel/semver_test.go
+SEMVER_CASES = [
+    ('semver("1.2.3")', parse_semver("1.2.3")),
+    ('semver("v1.0")', ("eval", "No Major.Minor.Patch elements found")),
+    ('isSemver("1.2.3-beta.1+build.1")', True),
+    ('isSemver("")', False),
+    ('isSemver("v1.0.0")', False),
+    ('isSemver(" 1.0.0")', False),
+    ('isSemver("1. 0.0")', False),
+    ('isSemver("1.0.0 ")', False),
+    ('isSemver("01.01.01")', False),
+    ('isSemver("1")', False),
+    ('isSemver("1.1")', False),
+    ('isSemver("v1.0")', False),
+    ('isSemver("", true)', False),
+    ('isSemver(" 1.0.0", true)', False),
+    ('isSemver("1. 0.0", true)', False),
+    ('isSemver("1.0.0 ", true)', False),
+    ('isSemver("v1.0.0", true)', True),
+    ('isSemver("01.01.01", true)', True),
+    ('isSemver("1", true)', True),
+    ('isSemver("1.1", true)', True),
+    ("isSemver([1, 2, 3])", ("compile", "found no matching overload for 'isSemver' applied to")),
+    ('semver("v01.01", true) == semver("1.1.0")', True),
+    ('semver("1.2.3") == semver("1.2.3")', True),
+    ('semver("1.2.3") == semver("1.0.0")', False),
+    ('semver("1.0.0").isLessThan(semver("1.2.3"))', True),
+    ('semver("1.0.0").isLessThan(semver("1.0.0"))', False),
+    ('semver("1.2.3").isGreaterThan(semver("1.0.0"))', True),
+    ('semver("1.0.0").isGreaterThan(semver("1.0.0"))', False),
+    ('semver("1.2.3").compareTo(semver("1.2.3"))', 0),
+    ('semver("1.0.0").compareTo(semver("1.2.3"))', -1),
+    ('semver("1.2.3").compareTo(semver("1.0.0"))', 1),
+    ('semver("1.2.3").major()', 1),
+    ('semver("1.2.3").minor()', 2),
+    ('semver("1.2.3").patch()', 3),
+    # semverlib.go doc examples
+    ('semver("v1.0.0", true) == semver("1.0.0")', True),
+    ('semver("1.0", true) == semver("1.0.0")', True),
+    ('semver("01.01.01", true) == semver("1.1.1")', True),
+    ('semver("v1.0.0")', ("eval", "Invalid character(s) found in major number")),
+    ('semver("200K")', ("eval", "No Major.Minor.Patch elements found")),
+    ('semver("1.2.3").compareTo(semver("2.0.0")) == -1 && semver("1.2.3").compareTo(semver("0.1.2")) == 1', True),
+]
+
+
+@pytest.mark.parametrize(("expression", "expect"), SEMVER_CASES, ids=[c[0][:60] for c in SEMVER_CASES])
+def test_semver_library_table(expression, expect):
+    _check_value(expression, expect)
+
+
+# What compiles in cel-go and what does not (call styles, types, declarations).
+COMPILE_ERRORS = [
+    ('quantity("1").sign() == 1', "found no matching overload for 'sign' applied to 'kubernetes.Quantity.()'"),
+    ('isGreaterThan(quantity("1"), quantity("2"))', "found no matching overload for 'isGreaterThan'"),
+    ('"1Gi".quantity().isInteger()', "found no matching overload for 'quantity'"),
+    ('semver("1.0.0").major() == "1"', "found no matching overload for '_==_' applied to '(int, string)'"),
+    ('quantity("1") < quantity("2")', "found no matching overload for '_<_'"),
+    ('quantity("1").isGreaterThan(semver("1.0.0"))', "found no matching overload for 'isGreaterThan'"),
+    ('quantity("1") == 1', "found no matching overload for '_==_' applied to '(kubernetes.Quantity, int)'"),
+    ("1 + 1u == 2u", "found no matching overload for '_+_' applied to '(int, uint)'"),
+    ("noSuchFunction(1)", "undeclared reference to 'noSuchFunction'"),
+    ("nosuchvar == 1", "undeclared reference to 'nosuchvar'"),
+    ("device.noSuchField", "undefined field 'noSuchField'"),
+    ('[1, "a"].size() == 2', "expected type 'int' but found 'string'"),
+    ('"abc".foo', "type 'string' does not support field selection"),
+    ("1.all(x, x > 0)", "cannot be range of a comprehension"),
+    ("[1, 2].all(x, x)", "found no matching overload for '_&&_' applied to '(bool, int)'"),
+    ("has(1)", "invalid argument to has() macro"),
+    ("[1].all(1, true)", "argument must be a simple name"),
+    ("device.driver", "must evaluate to bool or the unknown type, not string"),
+    ('quantity("1Gi")', "must evaluate to bool or the unknown type, not kubernetes.Quantity"),
+    ("[true]", "must evaluate to bool or the unknown type, not list(bool)"),
+    ('"a".matches("[")', "invalid matches argument"),
+    ("let == 1", "reserved identifier: let"),
+    ("1 +", "Syntax error"),
+    ("9223372036854775808 > 0", "invalid int literal"),
+    ('"\\z" == ""', "Syntax error"),
+    ("a.?b", "Syntax error"),
+    ("device.attributes.optMap[?'x']", "Syntax error"),
+    ('url("https://x").getHost() == "x"', "undeclared reference to 'url'"),
+]
+
+
+@pytest.mark.parametrize(("expression", "message"), COMPILE_ERRORS, ids=[c[0][:50] for c in COMPILE_ERRORS])
+def test_compile_errors(expression, message):
+    with pytest.raises(SelectorCompileError) as info:
+        compile_selector(expression)
+    assert message in str(info.value)
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, GpufleetError)
+
+
+GPU = {
+    "name": "gpu-0",
+    "driver": "gpu.nvidia.com",
+    "attributes": {
+        "productName": {"string": "NVIDIA H100 80GB HBM3"},
+        "architecture": {"string": "Hopper"},
+        "cudaComputeCapability": {"version": "9.0.0"},
+        "driverVersion": {"version": "550.54.15"},
+        "index": {"int": 0},
+        "mig": {"bool": False},
+        "resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"},
+    },
+    "capacity": {"memory": {"value": "81559Mi"}},
+}
+
+# Everyday GPU selectors and CEL standard-library behaviour on device data.
+GPU_CASES = [
+    ('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("80Gi")) >= 0', False),
+    ('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("79Gi")) >= 0', True),
+    ('device.capacity["gpu.nvidia.com"].memory.isGreaterThan(quantity("40Gi"))', True),
+    ('device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"', True),
+    ('device.attributes["gpu.nvidia.com"].cudaComputeCapability.isGreaterThan(semver("8.0.0"))', True),
+    ('device.attributes["gpu.nvidia.com"].cudaComputeCapability.compareTo(semver("9.0.0")) >= 0', True),
+    ('device.attributes["gpu.nvidia.com"].driverVersion.major() >= 550', True),
+    ('cel.bind(a, device.attributes["gpu.nvidia.com"], a.architecture == "Hopper" && !a.mig)', True),
+    ('device.attributes["resource.kubernetes.io"].pcieRoot.startsWith("pci")', True),
+    ('device.attributes["gpu.nvidia.com"].productName.lowerAscii().contains("h100")', True),
+    ('device.attributes["gpu.nvidia.com"].productName.find("[0-9]+GB") == "80GB"', True),
+    ('device.attributes["gpu.nvidia.com"].productName.split(" ").exists(w, w == "H100")', True),
+    ('device.attributes["gpu.nvidia.com"].all(k, v, k != "")', True),
+    ('device.attributes["gpu.nvidia.com"].transformList(k, v, k).size() == 6', True),
+    ('has(device.attributes["gpu.nvidia.com"].mig) && !has(device.attributes["gpu.nvidia.com"].missing)', True),
+    ('device.attributes["gpu.nvidia.com"].index in [0, 1] && [0, 1].isSorted()', True),
+    ('device.attributes["gpu.nvidia.com"].index + 1.0 == 1.0', ("eval", "no such overload")),
+    ('device.attributes["gpu.nvidia.com"].index == 0.0', True),  # heterogeneous numeric equality
+    ('device.attributes["gpu.nvidia.com"].index < 1u', True),  # cross-type numeric comparison
+    ('device.attributes["gpu.nvidia.com"].productName == 1', False),
+    (
+        'device.attributes["gpu.nvidia.com"].mig || device.attributes["gpu.nvidia.com"].nope',
+        ("eval", "no such key: nope"),
+    ),
+    ('device.attributes["gpu.nvidia.com"].nope || true', True),  # errors are absorbed by || true
+    ('device.attributes["gpu.nvidia.com"].nope && false', False),
+    ('device.attributes["gpu.nvidia.com"].index', ("eval", "CEL result of type int could not be converted to bool")),
+    ('device.capacity["gpu.nvidia.com"].memory', ("compile", "not kubernetes.Quantity")),
+    ('dyn(device.capacity["gpu.nvidia.com"].memory)', ("eval", "CEL result of type kubernetes.Quantity could not")),
+    ('device.attributes["gpu.nvidia.com"].productName.isGreaterThan(quantity("1"))', ("eval", "no such overload")),
+    ("1 / 0 == 0", ("eval", "division by zero")),
+    ("9223372036854775807 + 1 > 0", ("eval", "integer overflow")),
+    ("-9223372036854775808 < 0", True),
+    ('string(1.5) == "1.5" && string(100000.0) == "100000" && string(1e21) == "1e+21"', True),
+    ('int("42") == 42 && uint(3) == 3u && double("2.5") == 2.5 && bool("true")', True),
+    ('"hello".substring(1, 3) == "el" && "a,b,c".split(",", 2) == ["a", "b,c"]', True),
+    ('["a", "b"].join("-") == "a-b" && "x".upperAscii() == "X" && "  y ".trim() == "y"', True),
+    ('"%s=%d".format([dyn("n"), 3]) == "n=3" && strings.quote("a\\"b") == "\\"a\\\\\\"b\\""', True),
+    ("sets.intersects([1, 2], [2, 3]) && sets.equivalent([1, 2], [2, 1, 1])", True),
+    ("[3, 1, 2].max() == 3 && [1.5, 2.5].sum() == 4.0 && [1, 2, 1].lastIndexOf(1) == 2", True),
+    ("[1, 2, 3].filter(x, x > 1).map(x, x * 10) == [20, 30]", True),
+    ('{"a": 1, "b": 2}.transformMap(k, v, v * 2)["b"] == 4', True),
+    ("[1, 2, 3].exists_one(x, x > 2) && [1, 2, 3].existsOne(i, v, i == v - 1) == false", True),
+    ("type(device.driver) == string && type([]) == list", True),
+    ('device.attributes["gpu.nvidia.com"].productName.charAt(100) == ""', ("eval", "index out of range")),
+]
+
+
+@pytest.mark.parametrize(("expression", "expect"), GPU_CASES, ids=[c[0][:60] for c in GPU_CASES])
+def test_gpu_selectors(expression, expect):
+    check(expression, GPU, expect)
+
+
+def test_unqualified_names_belong_to_driver_domain():
+    dev = device("gpu.nvidia.com", {"productName": {"string": "L4"}, "other.example.com/x": {"int": 1}})
+    assert compile_selector('device.attributes["gpu.nvidia.com"].productName == "L4"').matches(dev)
+    assert compile_selector('device.attributes["other.example.com"].x == 1').matches(dev)
+    assert not compile_selector('"x" in device.attributes["gpu.nvidia.com"]').matches(dev)
+
+
+@pytest.mark.parametrize(
+    ("dev", "message"),
+    [
+        (device(D, {"v": {"version": "v1"}}), "attribute v: parse semantic version"),
+        (device(D, {"v": {"float": 1.5}}), "attribute v: unsupported attribute value"),
+        (device(D, capacity={"m": {"value": "10Mo"}}), "capacity m: quantities must match"),
+        ("not a device", "device must be a mapping"),
+    ],
+)
+def test_bad_device_data_is_an_eval_error(dev, message):
+    with pytest.raises(SelectorEvalError, match=message):
+        compile_selector("true").matches(dev)
+
+
+def test_large_binary_capacity_saturates():
+    dev = device(D, capacity={"memory": {"value": "10Ei"}})
+    assert compile_selector(f'device.capacity["{D}"].memory == quantity("9223372036854775807")').matches(dev)
+    assert not compile_selector(f'device.capacity["{D}"].memory.isGreaterThan(quantity("9Ei"))').matches(dev)
+    assert not compile_selector(f'device.capacity["{D}"].memory.isInteger()').matches(dev)
+
+
+def test_expression_length_limit():
+    ok = "true" + " " * (MAX_EXPRESSION_BYTES - 4)
+    assert compile_selector(ok).matches(device())
+    with pytest.raises(SelectorCompileError, match="may not be more than 10240 bytes"):
+        compile_selector(ok + " ")
+    with pytest.raises(SelectorCompileError):
+        compile_selector('"' + "é" * 5200 + '" != ""')  # counted in bytes, not characters
+
+
+def test_cost_limit_is_kubernetes_value_and_cheap_expressions_pass():
+    assert COST_LIMIT == 1_000_000
+    sel = compile_selector("[1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(x, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].all(y, x * y > 0))")
+    assert sel.cost_tracked
+    assert sel.matches(device())
+    assert not compile_selector('device.driver == ""').cost_tracked
+
+
+def test_compiled_selectors_are_cached_and_reusable():
+    a = compile_selector('device.driver == "x"')
+    assert a is compile_selector('device.driver == "x"')
+    assert isinstance(a, CompiledSelector)
+    assert a.expression == 'device.driver == "x"'
+    assert a.matches(device("x")) and not a.matches(device("y"))
+    with pytest.raises(SelectorCompileError):
+        compile_selector(None)  # type: ignore[arg-type]
+
+
+def test_nesting_limit_is_a_compile_error():
+    with pytest.raises(SelectorCompileError, match="recursion limit"):
+        compile_selector("(" * 300 + "true" + ")" * 300)
+    assert compile_selector("(" * 50 + "true" + ")" * 50).matches(device())
+
+
+def test_engine_imports_and_runs_without_third_party_packages():
+    """module_utils must import without third-party packages (ansible-test import sanity)."""
+    code = (
+        "import sys\n"
+        "for blocked in ('celpy', 'lark', 'kubernetes', 'semver', 'yaml'):\n"
+        "    sys.modules[blocked] = None\n"
+        "from ansible_collections.gpufleet.serving.plugins.module_utils.dra_cel import compile_selector\n"
+        'ok = compile_selector(\'quantity("1Gi").isGreaterThan(quantity("1G")) && semver("1.0.0").major() == 1\')\n'
+        "print(ok.matches({}))\n"
+    )
+    collections_root = Path(dra_cel.__file__).parents[5]  # .../ansible_collections/gpufleet/serving/plugins/...
+    env = {**os.environ, "PYTHONPATH": str(collections_root)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
