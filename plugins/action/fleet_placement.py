@@ -60,9 +60,7 @@ class ActionModule(ActionBase):
             replicas=outcome.replicas,
             by_deployment=outcome.by_deployment(),
             by_cluster=outcome.by_cluster(),
-            results={
-                name: {k: v for k, v in res.items() if k != "replicas"} for name, res in outcome.results.items()
-            },
+            results={name: {k: v for k, v in res.items() if k != "replicas"} for name, res in outcome.results.items()},
             shortfalls=outcome.shortfalls(),
             table=outcome.table(),
             explain=outcome.explain(),

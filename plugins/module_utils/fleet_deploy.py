@@ -39,7 +39,9 @@ def observed_replicas(objects: Iterable[Mapping[str, Any]]) -> list[dict[str, An
             key = (str(record["deployment"]), str(record["cluster"]), int(record["index"]))
         except (ValueError, KeyError, TypeError) as exc:
             name = meta.get("name", "?")
-            raise GpufleetError(f"object {name!r} carries an unreadable {PLACEMENT_ANNOTATION} annotation: {exc}") from None
+            raise GpufleetError(
+                f"object {name!r} carries an unreadable {PLACEMENT_ANNOTATION} annotation: {exc}"
+            ) from None
         seen.setdefault(key, record)
     return [seen[k] for k in sorted(seen)]
 
@@ -133,7 +135,12 @@ def fleet_clusters(
     unreachable, drained, cordoned = set(unreachable), set(drained), set(cordoned)
     out = {}
     for c in placement_clusters:
-        item = {"name": c["name"], "pools": list(c.get("pools", [])), "taints": list(c.get("taints", [])), "ready": c.get("ready", True)}
+        item = {
+            "name": c["name"],
+            "pools": list(c.get("pools", [])),
+            "taints": list(c.get("taints", [])),
+            "ready": c.get("ready", True),
+        }
         if c["name"] in unreachable:
             item["ready"] = False
         if c["name"] in drained:

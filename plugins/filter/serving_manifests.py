@@ -1,0 +1,48 @@
+"""Filter gpufleet.serving.serving_manifests: the Kubernetes objects serving a deployment's replicas on one cluster.
+
+Documentation is in ``serving_manifests.yml`` beside this file; the logic is ``plugins/module_utils/render.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.render import render_serving_manifests
+
+FILTER = "serving_manifests"
+
+
+def serving_manifests(
+    replicas: Any,
+    deployment: Any,
+    cluster: Any = None,
+    caches: Any = None,
+    gateway: Any = None,
+    labels: Any = None,
+    annotations: Any = None,
+) -> list[dict[str, Any]]:
+    """``replicas | gpufleet.serving.serving_manifests(deployment, cluster=inventory_hostname, caches=...)``."""
+    if cluster is None:
+        raise AnsibleFilterError(f"{FILTER}: cluster is required (the inventory host whose replicas to render)")
+    try:
+        return render_serving_manifests(
+            replicas,
+            deployment,
+            cluster=cluster,
+            caches=caches,
+            gateway=gateway,
+            labels=labels,
+            annotations=annotations,
+        )
+    except GpufleetError as exc:
+        raise AnsibleFilterError(f"{FILTER}: {exc}") from exc
+
+
+class FilterModule:
+    """gpufleet.serving rendering filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {FILTER: serving_manifests}

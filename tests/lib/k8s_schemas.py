@@ -1,0 +1,405 @@
+"""Schema checks for rendered Kubernetes objects, shared by every test that renders manifests.
+
+``validate_objects(objs)`` checks each object against
+
+* the Kubernetes OpenAPI schemas shipped with ``kubernetes-validate`` (strict variant: unknown fields are errors) for
+  every requested Kubernetes version. A kind it has no schema for is an error (``kubernetes-validate`` itself only
+  warns), unless it is one of the custom resources below;
+* the upstream CRD schemas in ``<repo>/../shared/schemas`` (LeaderWorkerSet, HTTPRoute, LLMInferenceService, ...),
+  loaded with ``additionalProperties: false`` added to every object schema that has ``properties``, no
+  ``additionalProperties``/``x-kubernetes-preserve-unknown-fields`` and is not under a ``metadata`` property (the
+  rule the schemas README gives). Pod templates embedded in those custom resources are also checked against the
+  Kubernetes PodTemplateSpec/PodSpec schema of every requested version;
+* the API server's own object-meta rules that JSON Schema cannot express: name syntax (DNS-1035 label for Services
+  and LeaderWorkerSets, DNS-1123 subdomain otherwise), namespace syntax, label key/value syntax.
+
+When the shared schema directory is missing, built-in kinds are still fully checked and the call ends with
+``pytest.skip`` naming the custom resources that could not be checked (outside pytest it raises instead).
+
+Not checked: ``x-kubernetes-validations`` CEL rules, list-map key uniqueness, admission webhooks.
+
+Loaded schemas and compiled validators are cached per process (``functools.cache``); see ``schema_load_seconds()``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib.resources
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from referencing import Registry, Resource
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_SCHEMAS = REPO.parent / "shared" / "schemas"
+DEFAULT_VERSIONS: tuple[str, ...] = ("1.34", "1.35", "1.36", "1.37")
+
+# Custom resources we render or may render; used to tell "CRD schemas missing" from "unknown kind".
+KNOWN_CRDS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+        ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+        ("serving.kserve.io/v1alpha1", "LLMInferenceService"),
+        ("serving.kserve.io/v1alpha2", "LLMInferenceService"),
+        ("serving.kserve.io/v1alpha1", "LLMInferenceServiceConfig"),
+        ("serving.kserve.io/v1alpha2", "LLMInferenceServiceConfig"),
+    }
+)
+
+# Embedded pod templates in custom resources: (apiVersion prefix, kind) -> [(path, core definition)].
+_EMBEDDED_PODS: dict[str, list[tuple[tuple[str, ...], str]]] = {
+    "LeaderWorkerSet": [
+        (("spec", "leaderWorkerTemplate", "leaderTemplate"), "PodTemplateSpec"),
+        (("spec", "leaderWorkerTemplate", "workerTemplate"), "PodTemplateSpec"),
+    ],
+    "LLMInferenceService": [
+        (("spec", "template"), "PodSpec"),
+        (("spec", "worker"), "PodSpec"),
+        (("spec", "prefill", "template"), "PodSpec"),
+        (("spec", "prefill", "worker"), "PodSpec"),
+    ],
+    "LLMInferenceServiceConfig": [
+        (("spec", "template"), "PodSpec"),
+        (("spec", "worker"), "PodSpec"),
+    ],
+}
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# Kinds whose name must be a DNS-1035 label (the API server's, or the controller's webhook's, rule).
+DNS1035_KINDS = frozenset({"Service", "LeaderWorkerSet"})
+
+_LOAD_SECONDS: dict[str, float] = {}
+
+
+class SchemaValidationError(AssertionError):
+    """Raised with one line per problem: ``<Kind>/<namespace>/<name> [<schema>]: <path>: <message>``."""
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Kubernetes built-in schemas (kubernetes-validate's data, loaded once per version)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _kv_root() -> Any:
+    return importlib.resources.files("kubernetes_validate") / "kubernetes-json-schema"
+
+
+@functools.cache
+def _kv_versions() -> dict[tuple[int, int], str]:
+    out = {}
+    for entry in _kv_root().iterdir():
+        m = re.match(r"^v(\d+)\.(\d+)\.\d+-local-strict$", entry.name)
+        if m:
+            out[(int(m.group(1)), int(m.group(2)))] = entry.name
+    return out
+
+
+def _version_dir(version: str) -> str:
+    m = re.match(r"^v?(\d+)\.(\d+)", version)
+    if not m:
+        raise ValueError(f"{version!r} is not a Kubernetes version such as 1.34")
+    wanted = (int(m.group(1)), int(m.group(2)))
+    available = _kv_versions()
+    if wanted not in available:
+        known = ", ".join(f"{a}.{b}" for a, b in sorted(available))
+        raise ValueError(f"kubernetes-validate has no schemas for Kubernetes {version} (has {known})")
+    return available[wanted]
+
+
+@functools.cache
+def _k8s_registry(version: str) -> tuple[Registry, str]:
+    start = time.perf_counter()
+    directory = _version_dir(version)
+    definitions = json.loads((_kv_root() / directory / "_definitions.json").read_text())
+    registry = Resource.from_contents(definitions) @ Registry()
+    _LOAD_SECONDS[f"k8s {version} definitions"] = time.perf_counter() - start
+    return registry, definitions["$id"]
+
+
+def _api_file_part(api_version: str) -> str:
+    # kubernetes-validate's file naming: "rbac.authorization.k8s.io/v1" -> "rbac-v1", "v1" -> "v1".
+    return re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+
+
+@functools.cache
+def _k8s_validator(version: str, api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
+    registry, _ = _k8s_registry(version)
+    path = _kv_root() / _version_dir(version) / f"{kind.lower()}-{_api_file_part(api_version)}.json"
+    if not path.is_file():
+        return None
+    schema = json.loads(path.read_text())
+    # The per-kind files are generic over the group name; make sure this is really the group asked for.
+    gvks = schema.get("x-kubernetes-group-version-kind") or []
+    group, _, ver = api_version.rpartition("/")
+    if gvks and not any(
+        g.get("group", "") == group and g.get("version") == ver and g.get("kind") == kind for g in gvks
+    ):
+        return None
+    return jsonschema.Draft202012Validator(schema, registry=Resource.from_contents(schema) @ registry)
+
+
+@functools.cache
+def _k8s_definition_validator(version: str, definition: str) -> jsonschema.protocols.Validator:
+    registry, defs_id = _k8s_registry(version)
+    schema = {"$ref": f"{defs_id}#/$defs/io.k8s.api.core.v1.{definition}"}
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Upstream CRD schemas (../shared/schemas)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def crd_schema_dir() -> Path | None:
+    """The shared CRD schema directory, or None when this checkout has none beside it."""
+    return SHARED_SCHEMAS if SHARED_SCHEMAS.is_dir() else None
+
+
+def close_schema(node: Any, under_metadata: bool = False) -> Any:
+    """Add ``additionalProperties: false`` as the schemas README prescribes; returns a new schema."""
+    if isinstance(node, list):
+        return [close_schema(item, under_metadata) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {prop: close_schema(sub, under_metadata or prop == "metadata") for prop, sub in value.items()}
+        elif key in ("enum", "const", "default", "examples", "required", "x-kubernetes-validations"):
+            out[key] = copy.deepcopy(value)
+        else:
+            out[key] = close_schema(value, under_metadata)
+    if (
+        not under_metadata
+        and isinstance(node.get("properties"), dict)
+        and "additionalProperties" not in node
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+@functools.cache
+def _crd_validators() -> dict[tuple[str, str], jsonschema.protocols.Validator]:
+    directory = crd_schema_dir()
+    if directory is None:
+        return {}
+    start = time.perf_counter()
+    out = {}
+    for path in sorted(directory.glob("*.json")):
+        schema = json.loads(path.read_text())
+        closed = close_schema(schema)
+        cls = jsonschema.validators.validator_for(closed, default=jsonschema.Draft202012Validator)
+        validator = cls(closed)
+        for gvk in schema.get("x-kubernetes-group-version-kind", []):
+            out[(f"{gvk['group']}/{gvk['version']}", gvk["kind"])] = validator
+    _LOAD_SECONDS["crd schemas"] = time.perf_counter() - start
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Public API
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def schema_load_seconds() -> dict[str, float]:
+    """How long each cached schema load took in this process (for reports and benchmarks)."""
+    return dict(_LOAD_SECONDS)
+
+
+def describe(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = f"{meta.get('namespace')}/" if meta.get("namespace") else ""
+    return f"{obj.get('kind', '?')}/{ns}{meta.get('name', '?')}"
+
+
+def _path(error: jsonschema.ValidationError, prefix: str = "") -> str:
+    parts = [prefix] if prefix else []
+    for item in error.absolute_path:
+        if isinstance(item, int):
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{item}]"]
+        else:
+            parts.append(str(item))
+    return ".".join(parts) or "<root>"
+
+
+def _schema_errors(validator: jsonschema.protocols.Validator, instance: Any, prefix: str = "") -> list[str]:
+    errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{_path(e, prefix)}: {e.message}" for e in errors]
+
+
+def _meta_errors(obj: Mapping[str, Any]) -> list[str]:
+    errors: list[str] = []
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return ["metadata: is required"]
+    name = meta.get("name")
+    kind = obj.get("kind")
+    if not isinstance(name, str) or not name:
+        errors.append("metadata.name: is required")
+    elif kind in DNS1035_KINDS:
+        if len(name) > 63 or not DNS1035_LABEL.match(name):
+            errors.append(f"metadata.name: {name!r} must be a DNS-1035 label (<= 63, [a-z]([-a-z0-9]*[a-z0-9])?)")
+    elif len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        errors.append(f"metadata.name: {name!r} must be a DNS-1123 subdomain")
+    namespace = meta.get("namespace")
+    if namespace is not None and (len(namespace) > 63 or not DNS1123_LABEL.match(namespace)):
+        errors.append(f"metadata.namespace: {namespace!r} must be a DNS-1123 label")
+    errors.extend(label_errors(meta.get("labels"), "metadata.labels"))
+    return errors
+
+
+def label_errors(labels: Any, where: str) -> list[str]:
+    """The API server's label rules: qualified-name keys (optional DNS prefix), values <= 63 chars."""
+    if labels is None:
+        return []
+    if not isinstance(labels, Mapping):
+        return [f"{where}: must be a mapping"]
+    errors = []
+    for key, value in labels.items():
+        prefix, _, name = str(key).rpartition("/")
+        if (prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix))) or (
+            len(name) > 63 or not LABEL_NAME.match(name)
+        ):
+            errors.append(f"{where}[{key!r}]: invalid label key")
+        if not isinstance(value, str) or len(value) > 63 or not LABEL_VALUE.match(value):
+            errors.append(f"{where}[{key!r}]: invalid label value {value!r} (<= 63 chars, alphanumerics, -_.)")
+    return errors
+
+
+_WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"})
+
+
+def _pod_label_errors(obj: Mapping[str, Any]) -> list[str]:
+    """Label syntax of embedded pod templates (their labels become real pod labels)."""
+    kind = str(obj.get("kind"))
+    paths = [path for path, definition in _EMBEDDED_PODS.get(kind, []) if definition == "PodTemplateSpec"]
+    if kind in _WORKLOAD_KINDS:
+        paths.append(("spec", "template"))
+    errors = []
+    for path in paths:
+        labels = _get(obj, (*path, "metadata", "labels"))
+        errors.extend(label_errors(labels, ".".join((*path, "metadata", "labels"))))
+    if kind == "LLMInferenceService":
+        errors.extend(label_errors(_get(obj, ("spec", "labels")), "spec.labels"))
+    return errors
+
+
+def _get(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def check_object(obj: Mapping[str, Any], versions: Iterable[str] = DEFAULT_VERSIONS) -> tuple[list[str], list[str]]:
+    """Validate one object: returns ``(errors, unchecked)``; ``unchecked`` names CRD checks that could not run."""
+    errors: list[str] = []
+    unchecked: list[str] = []
+    what = describe(obj)
+    try:
+        obj = json.loads(json.dumps(obj))  # plain JSON types only: what kubectl/kubernetes.core would send
+    except (TypeError, ValueError) as exc:
+        return [f"{what}: not JSON-serialisable: {exc}"], []
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return [f"{what}: apiVersion and kind are required"], []
+    errors.extend(f"{what}: {e}" for e in _meta_errors(obj))
+    errors.extend(f"{what}: {e}" for e in _pod_label_errors(obj))
+
+    crd = _crd_validators().get((api_version, kind))
+    builtin_found = False
+    for version in versions:
+        validator = _k8s_validator(version, api_version, kind)
+        if validator is not None:
+            builtin_found = True
+            errors.extend(f"{what} [kubernetes {version}]: {e}" for e in _schema_errors(validator, obj))
+        for path, definition in _EMBEDDED_PODS.get(kind, []):
+            node = _get(obj, path)
+            if node is not None:
+                sub = _k8s_definition_validator(version, definition)
+                errors.extend(
+                    f"{what} [kubernetes {version} {definition}]: {e}"
+                    for e in _schema_errors(sub, node, ".".join(path))
+                )
+    if crd is not None:
+        errors.extend(f"{what} [CRD {api_version} {kind}]: {e}" for e in _schema_errors(crd, obj))
+    elif not builtin_found:
+        if (api_version, kind) in KNOWN_CRDS and crd_schema_dir() is None:
+            unchecked.append(f"{what} ({api_version} {kind})")
+        else:
+            errors.append(
+                f"{what}: no schema for apiVersion {api_version} kind {kind} in Kubernetes "
+                f"{', '.join(versions)} nor in {SHARED_SCHEMAS} (unknown kind)"
+            )
+    return errors, unchecked
+
+
+def validate_objects(
+    objs: Iterable[Mapping[str, Any]],
+    versions: Iterable[str] = DEFAULT_VERSIONS,
+    *,
+    skip_missing_crds: bool = True,
+) -> None:
+    """Validate every object; raise :class:`SchemaValidationError` listing every problem found.
+
+    When CRD schemas are missing (no ``../shared/schemas``) and some objects are custom resources, everything else is
+    still checked first; then ``pytest.skip`` is called with a message naming what was not checked (or
+    SchemaValidationError is raised when ``skip_missing_crds`` is false or pytest is not running).
+    """
+    versions = tuple(versions)
+    errors: list[str] = []
+    unchecked: list[str] = []
+    count = 0
+    for obj in objs:
+        count += 1
+        if not isinstance(obj, Mapping):
+            errors.append(f"object #{count}: must be a mapping (got {type(obj).__name__})")
+            continue
+        errs, unch = check_object(obj, versions)
+        errors.extend(errs)
+        unchecked.extend(unch)
+    if errors:
+        raise SchemaValidationError(f"{len(errors)} schema problem(s):\n" + "\n".join(errors))
+    if unchecked:
+        message = (
+            f"CRD schemas not found at {SHARED_SCHEMAS}: custom resources not validated: {', '.join(unchecked)} "
+            "(built-in kinds were validated)"
+        )
+        if skip_missing_crds:
+            try:
+                import pytest
+            except ImportError:  # pragma: no cover - only outside the test suite
+                raise SchemaValidationError(message) from None
+            pytest.skip(message)
+        raise SchemaValidationError(message)
+
+
+def load_documents(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """Every non-empty YAML document of the given files (or of ``*.yml``/``*.yaml`` under given directories)."""
+    docs: list[dict[str, Any]] = []
+    for entry in paths:
+        path = Path(entry)
+        files = sorted([*path.rglob("*.yaml"), *path.rglob("*.yml")]) if path.is_dir() else [path]
+        for file in files:
+            docs.extend(doc for doc in yaml.safe_load_all(file.read_text()) if doc)
+    return docs
+
+
+def validate_files(paths: Iterable[str | Path], versions: Iterable[str] = DEFAULT_VERSIONS, **kwargs: Any) -> int:
+    """Validate every object in the given YAML files/directories (e.g. a render directory); returns the count."""
+    docs = load_documents(paths)
+    validate_objects(docs, versions, **kwargs)
+    return len(docs)

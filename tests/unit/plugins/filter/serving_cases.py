@@ -1,0 +1,152 @@
+"""Inputs for the serving_manifests tests: deployments from the example fleet and replicas in placement's shape."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from typing import Any
+
+from example_fleet import example_fleet
+
+# What placement resolves a request's device class to on the example fleet's classes (design.md §2/§4).
+DEVICE_CLASSES = {"gpu": "gpu.nvidia.com"}
+SYNTHETIC = {"ib"}  # the InfiniBand fabric of h100-8x-ib: matched for placement, never claimed
+
+
+def example_deployment(name: str) -> dict[str, Any]:
+    for dep in example_fleet()["deployments"]:
+        if dep["name"] == name:
+            return dep
+    raise KeyError(name)
+
+
+def example_caches() -> list[dict[str, Any]]:
+    return example_fleet()["caches"]
+
+
+def replica_name(deployment: str, cluster: str, index: int) -> str:
+    """design.md §4: ``<deployment>-<5 hex of a hash of deployment, cluster, index>``."""
+    return f"{deployment}-{hashlib.sha256(f'{deployment}/{cluster}/{index}'.encode()).hexdigest()[:5]}"
+
+
+def replica(
+    dep: dict[str, Any],
+    cluster: str,
+    index: int,
+    pool: str | dict[str, str],
+    *,
+    include_synthetic: bool = False,
+) -> dict[str, Any]:
+    """A replica as replica_placement returns it: synthetic requests are left out unless ``include_synthetic``
+    (then they carry ``device_class_name: None``, which the renderer must also never claim)."""
+    engines = []
+    for engine in dep["engines"]:
+        engine_pool = pool if isinstance(pool, str) else pool[engine["name"]]
+        copies = engine.get("copies", 1)
+        members = []
+        for member in engine["members"]:
+            requests = []
+            for req in (member.get("node_selector") or {}).get("devices", []):
+                synthetic = req["name"] in SYNTHETIC
+                if synthetic and not include_synthetic:
+                    continue
+                requests.append(
+                    {
+                        "name": req["name"],
+                        "device_class_name": None if synthetic else DEVICE_CLASSES[req["name"]],
+                        "count": req.get("count", 1),
+                        "selectors": [s["cel"] for s in req.get("selectors", [])],
+                    }
+                )
+            pods = (member.get("worker") or {}).get("nodes", 1)
+            claims = any(r["device_class_name"] for r in requests)
+            members.append(
+                {
+                    "role": member["role"],
+                    "pool": engine_pool,
+                    "nodes": pods * copies if claims else 0,
+                    "device_requests": requests,
+                }
+            )
+        engines.append({"name": engine["name"], "copies": copies, "members": members})
+    return {
+        "name": replica_name(dep["name"], cluster, index),
+        "deployment": dep["name"],
+        "namespace": dep.get("namespace", "default"),
+        "cluster": cluster,
+        "index": index,
+        "engines": engines,
+    }
+
+
+def single_gpu_deployment() -> dict[str, Any]:
+    """A small chat model on one GPU, served through a gateway, no cache."""
+    dep = example_deployment("qwen-demo")
+    dep.update(name="chat-small", cache=None, gateway={"name": "inference", "namespace": "gateway-system"})
+    container = dep["engines"][0]["members"][0]["template"]["spec"]["containers"][0]
+    container["args"] = ["--model=Qwen/Qwen2.5-0.5B-Instruct", "--max-model-len=8192"]
+    return dep
+
+
+def tp8_deployment() -> dict[str, Any]:
+    """Llama 3.3 70B tensor-parallel over 8 GPUs of one node; the user also asked for nvidia.com/gpu (stripped)."""
+    dep = example_deployment("llama-70b")
+    dep["tolerations"] = [{"key": "gpufleet.io/maintenance", "operator": "Exists", "effect": "NoSchedule"}]
+    spec = dep["engines"][0]["members"][0]["template"]["spec"]
+    spec["containers"][0]["resources"] = {
+        "limits": {"nvidia.com/gpu": 8, "memory": "400Gi"},
+        "requests": {"nvidia.com/gpu": 8, "cpu": "32"},
+    }
+    spec["imagePullSecrets"] = [{"name": "registry-creds"}]
+    return dep
+
+
+def kserve_deployment() -> dict[str, Any]:
+    """DeepSeek-V3 as a 2-node pipeline-parallel gang under KServe's LLMInferenceService."""
+    dep = example_deployment("deepseek-v3")
+    dep.update(name="deepseek-kserve", backend="kserve", ray=False)
+    return dep
+
+
+# name -> (description, build() -> (replicas, deployment, kwargs))
+def golden_cases() -> dict[str, tuple[str, Any]]:
+    def single_gpu():
+        dep = single_gpu_deployment()
+        reps = [replica(dep, "gke-us-central1", 0, "l4"), replica(dep, "eks-us-east-1", 1, "a10g")]
+        return reps, dep, {"cluster": "gke-us-central1"}
+
+    def tp8():
+        dep = tp8_deployment()
+        return [replica(dep, "eks-us-east-1", 0, "p5")], dep, {"cluster": "eks-us-east-1"}
+
+    def lws_gang_nic():
+        dep = example_deployment("deepseek-v3")
+        return [replica(dep, "onprem-a", 0, "dgx")], dep, {"cluster": "onprem-a"}
+
+    def cache_mounted():
+        dep = example_deployment("qwen-demo")
+        reps = [replica(dep, "gke-europe-west4", 0, "l4")]
+        return reps, dep, {"cluster": "gke-europe-west4", "caches": example_caches()}
+
+    def kserve():
+        dep = kserve_deployment()
+        return [replica(dep, "onprem-a", 0, "dgx")], dep, {"cluster": "onprem-a"}
+
+    return {
+        "single_gpu_deployment": ("one GPU, apps/v1 Deployment, Service + HTTPRoute through a gateway", single_gpu),
+        "tp8_node": ("8 GPUs of one node (tensor parallel), user nvidia.com/gpu limits stripped", tp8),
+        "lws_gang_nic": (
+            "2-node LeaderWorkerSet gang with Ray; the synthetic InfiniBand request is not claimed",
+            lws_gang_nic,
+        ),
+        "cache_mounted": (
+            "model cache mounted read-only at /mnt/models, vLLM pointed at it, offline hub",
+            cache_mounted,
+        ),
+        "kserve": ("backend kserve: LLMInferenceService (pipeline-parallel preset) with per-role DRA claims", kserve),
+    }
+
+
+def build(case: str) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    reps, dep, kwargs = golden_cases()[case][1]()
+    return copy.deepcopy(reps), copy.deepcopy(dep), copy.deepcopy(kwargs)
