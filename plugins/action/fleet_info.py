@@ -55,7 +55,10 @@ class ActionModule(ActionBase):
 
         def arg_or_var(option: str, var: str) -> Any:
             value = args.get(option)
-            return to_plain(value if value is not None else task_vars.get(var))
+            if value is None:
+                # task_vars hold variables as written: template them (a var may be "{{ other_var }}").
+                value = self._templar.template(task_vars.get(var))
+            return to_plain(value)
 
         try:
             fleet = validate_fleet(
