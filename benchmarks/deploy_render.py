@@ -62,10 +62,16 @@ def generate(root: Path, clusters: int, deployments: int) -> None:
                                 "role": "Standalone",
                                 "node_selector": {
                                     "devices": [
-                                        {"name": "gpu", "count": count, "selectors": [{"cel": selectors[i % 3]}, {"cel": selectors[0]}]}
+                                        {
+                                            "name": "gpu",
+                                            "count": count,
+                                            "selectors": [{"cel": selectors[i % 3]}, {"cel": selectors[0]}],
+                                        }
                                     ]
                                 },
-                                "template": {"spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.11.0"}]}},
+                                "template": {
+                                    "spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.11.0"}]}
+                                },
                             }
                         ],
                     }
@@ -133,13 +139,17 @@ def main() -> None:
         first, out1 = run(REPO / "playbooks" / "deploy.yml", inventory, args.forks)
         second, out2 = run(REPO / "playbooks" / "deploy.yml", inventory, args.forks)
         files = sum(1 for _ in (root / "rendered").rglob("*.yaml"))
-        print(f"fleet: {args.clusters} clusters, {args.deployments} deployments, forks={args.forks}; {files} files rendered")
+        print(
+            f"fleet: {args.clusters} clusters, {args.deployments} deployments, forks={args.forks}; {files} files rendered"
+        )
         print(f"{'run':<28}{'seconds':>10}{'x floor':>10}{'changed':>10}")
         print(f"{'floor (one debug task)':<28}{floor:>10.2f}{1:>10.2f}{'-':>10}")
         print(f"{'deploy.yml first run':<28}{first:>10.2f}{first / floor:>10.2f}{changed_total(out1):>10}")
         print(f"{'deploy.yml second run':<28}{second:>10.2f}{second / floor:>10.2f}{changed_total(out2):>10}")
-        print(f"target: first run <= 4x floor: {'met' if first <= 4 * floor else 'NOT met'}; "
-              f"second run changed=0: {'met' if changed_total(out2) == 0 else 'NOT met'}")
+        print(
+            f"target: first run <= 4x floor: {'met' if first <= 4 * floor else 'NOT met'}; "
+            f"second run changed=0: {'met' if changed_total(out2) == 0 else 'NOT met'}"
+        )
     finally:
         if args.keep:
             print(f"kept {root}")

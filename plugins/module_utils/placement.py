@@ -1,0 +1,1116 @@
+"""Device-aware replica placement (design.md §4): a pure function of the fleet it is given.
+
+``place(deployment=..., clusters=..., classes=..., replicas=...)`` returns the deployment's replicas, the counts, a
+``ReplicasScheduled`` condition and an explanation of every candidate cluster that cannot take another replica.
+
+How it works, in the order the rules apply:
+
+1. **Validate** the deployment (``ModelDeployment``), every inference class (``InferenceClass``), the candidate clusters
+   and the replicas already in the fleet. Malformed input raises :class:`FleetValidationError` (``path: reason``).
+2. **Compile** every CEL selector once. An expression that does not compile yields the ``InvalidNodeSelector``
+   condition; nothing is placed, moved or dropped (the deployment's replicas are returned unchanged).
+3. **Retain** each of this deployment's replicas while its cluster is still a candidate, carries no untolerated
+   ``NoExecute`` taint, and its pool still satisfies every member with the *current* selectors. A retained replica is
+   returned as the deployment is now (current selectors, copies and node cost). Identity is ``(cluster, index)``.
+4. **Scale down** when more are retained than wanted: the most-loaded cluster first, its highest index first; between
+   equally loaded clusters the later name first.
+5. **Fill** the shortfall one replica at a time on the eligible cluster with the fewest of this deployment's replicas
+   (ties by name), taking the lowest free index there, against a ledger of free nodes per ``(cluster, pool)`` that
+   charges every other deployment's replicas and this deployment's retained ones (each member's ``nodes``). Eligible:
+   ``ready``, every ``NoSchedule``/``NoExecute`` taint tolerated, and every engine fits one pool with room.
+6. **Explain**: every candidate cluster that cannot take one more replica is listed in ``unschedulable`` with the
+   reason, per pool where pools matter.
+
+Matching (the part that needs devices): a member's pods each run on their own node, and a node's devices are its
+pool's inference class's devices. A request matches a device when the request's ``device_class_name`` (if set) is the
+device's, the device has enough *unconsumed* count on that node, and every CEL selector is true; the member's requests
+consume count (an exact backtracking search, so overlapping requests are never falsely rejected). An engine lands on
+the first pool, in the cluster's pool order, where every member matches and which has room for the engine's node cost;
+its members share that pool. A match on ``Synthetic`` devices forms no claim: a member that resolves only synthetic
+devices costs no nodes and carries no ``device_requests``, an engine in which no member claims a DRA device is never
+placed, and a member that could claim a DRA device on another pool of the cluster is not stranded claimless on a
+synthetic-only pool. Node cost of a member = ``pods * copies`` when it claims a DRA device, else 0.
+
+A CEL selector is compiled once per process and evaluated once per distinct device shape (memoised by expression and
+canonical device JSON), not once per pool, cluster or replica. An evaluation error (e.g. a missing attribute on a
+device of another driver) counts as "no match" for that device and is explained.
+
+Replica names are ``<deployment>-<h>`` where ``h`` is the first 5 hex digits of
+``sha256(f"{deployment}/{cluster}/{index}")``. Should two replicas of one deployment collide, the newer one takes one
+more digit (a retained replica keeps the name it came with); the deployment part is shortened when needed so the name
+stays a 63-character DNS label.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    InferenceClass,
+    ModelDeployment,
+    Taint,
+    format_loc,
+    parse,
+    require_pydantic,
+)
+
+CONDITION_TYPE = "ReplicasScheduled"
+REASON_CREATED = "ReplicasCreated"
+REASON_INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+REASON_INVALID_NODE_SELECTOR = "InvalidNodeSelector"
+REASON_NO_CLUSTERS = "NoClusters"
+
+# Codes of ``unschedulable[cluster].code``.
+CODE_NOT_READY = "NotReady"
+CODE_TAINTED = "TaintNotTolerated"
+CODE_NO_POOLS = "NoPools"
+CODE_NO_MATCHING_POOL = "NoMatchingPool"
+CODE_INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+
+NAME_HASH_DIGITS = 5
+MAX_NAME_LENGTH = 63
+_MEMO_LIMIT = 200_000
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Selector engine: compile once, evaluate once per distinct device shape
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class SelectorEngine:
+    """Compiles each CEL expression once and evaluates it once per distinct device shape.
+
+    ``evaluations`` counts real evaluations (calls into the CEL engine); ``lookups`` counts every question asked.
+    The module-level :data:`SELECTORS` is shared by every placement in the process.
+    """
+
+    def __init__(self) -> None:
+        self._compiled: dict[str, Any] = {}
+        self._results: dict[tuple[str, str], tuple[bool, str | None]] = {}
+        self.evaluations = 0
+        self.lookups = 0
+
+    def compile(self, expression: str) -> None:
+        """Compile ``expression`` (once); raises ``ValueError`` (``SelectorCompileError``) when it is invalid."""
+        if expression in self._compiled:
+            return
+        self._compiled[expression] = dra_cel.compile_selector(expression)
+
+    def check(self, expression: str, shape: str, device: Mapping[str, Any]) -> tuple[bool, str | None]:
+        """``(matches, error)`` for ``expression`` on a device whose canonical JSON is ``shape``."""
+        self.lookups += 1
+        key = (expression, shape)
+        hit = self._results.get(key)
+        if hit is not None:
+            return hit
+        compiled = self._compiled.get(expression)
+        if compiled is None:
+            self.compile(expression)
+            compiled = self._compiled[expression]
+        self.evaluations += 1
+        try:
+            result: tuple[bool, str | None] = (bool(compiled.matches(device)), None)
+        except ValueError as exc:  # SelectorEvalError: the device does not match, and we say why
+            result = (False, str(exc) or type(exc).__name__)
+        if len(self._results) >= _MEMO_LIMIT:
+            self._results.clear()
+        self._results[key] = result
+        return result
+
+    def reset_stats(self) -> None:
+        self.evaluations = 0
+        self.lookups = 0
+
+    @property
+    def distinct_pairs(self) -> int:
+        return len(self._results)
+
+
+SELECTORS = SelectorEngine()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Names
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def replica_name(deployment: str, cluster: str, index: int, digits: int = NAME_HASH_DIGITS) -> str:
+    """``<deployment>-<first `digits` hex of sha256("<deployment>/<cluster>/<index>")>``, at most 63 characters."""
+    digest = hashlib.sha256(f"{deployment}/{cluster}/{index}".encode()).hexdigest()[:digits]
+    prefix = deployment[: MAX_NAME_LENGTH - 1 - digits].rstrip("-")
+    return f"{prefix}-{digest}"
+
+
+def _is_derived_name(name: str | None, deployment: str, cluster: str, index: int) -> bool:
+    if not name:
+        return False
+    digits = len(name) - name.rfind("-") - 1
+    return NAME_HASH_DIGITS <= digits <= 64 and replica_name(deployment, cluster, index, digits) == name
+
+
+def _unique_name(deployment: str, cluster: str, index: int, taken: set[str]) -> str:
+    for digits in range(NAME_HASH_DIGITS, 65):
+        name = replica_name(deployment, cluster, index, digits)
+        if name not in taken:
+            return name
+    raise GpufleetError(
+        f"cannot name replica ({cluster}, {index}) of {deployment}: every hash prefix is taken"
+    )  # pragma: no cover
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Input shapes
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Pool:
+    name: str
+    class_name: str
+    nodes: int
+
+
+@dataclass
+class _Cluster:
+    name: str
+    pools: list[_Pool]
+    taints: list[Taint]
+    ready: bool
+    classes: tuple[str, ...] = ()  # the pools' classes, in pool order
+
+    def __post_init__(self) -> None:
+        self.classes = tuple(p.class_name for p in self.pools)
+
+
+@dataclass
+class _ObservedMember:
+    role: str
+    pool: str
+    nodes: int
+    device_requests: list[dict[str, Any]] | None  # None: the record does not say (a compact read-back)
+
+
+@dataclass
+class _ObservedEngine:
+    name: str
+    copies: int
+    members: list[_ObservedMember]
+
+
+@dataclass
+class _Observed:
+    """A replica already in the fleet (any deployment), in the module's return shape."""
+
+    position: int
+    name: str | None
+    deployment: str
+    namespace: str | None
+    cluster: str
+    index: int
+    engines: list[_ObservedEngine]
+
+    def normalized(self, like: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The replica in the return shape. Where the record has no ``device_requests``, take them from ``like`` (the
+        same replica as placed now) if its shape lines up, else use ``[]``: a read-back without them is no change."""
+
+        def requests(ei: int, mi: int, m: _ObservedMember) -> list[dict[str, Any]]:
+            if m.device_requests is not None:
+                return m.device_requests
+            try:
+                return like["engines"][ei]["members"][mi]["device_requests"] if like else []
+            except (IndexError, KeyError, TypeError):
+                return []
+
+        return {
+            "name": self.name,
+            "deployment": self.deployment,
+            "namespace": self.namespace,
+            "cluster": self.cluster,
+            "index": self.index,
+            "engines": [
+                {
+                    "name": e.name,
+                    "copies": e.copies,
+                    "members": [
+                        {"role": m.role, "pool": m.pool, "nodes": m.nodes, "device_requests": requests(ei, mi, m)}
+                        for mi, m in enumerate(e.members)
+                    ],
+                }
+                for ei, e in enumerate(self.engines)
+            ],
+        }
+
+
+class _Errors:
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, path: str, reason: str) -> None:
+        self.items.append((path, reason))
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise FleetValidationError(self.items)
+
+
+def _is_map(value: Any) -> bool:
+    return isinstance(value, (dict, Mapping))
+
+
+def _int(value: Any, path: str, errors: _Errors, *, minimum: int = 0, default: int | None = None) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+        return value
+    if value is None and default is not None:
+        return default
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        errors.add(path, f"must be an integer (got {value!r})" if value is not None else "is required")
+        return None
+    if value < minimum:
+        errors.add(path, f"must be >= {minimum} (got {value})")
+        return None
+    return value
+
+
+def _str(value: Any, path: str, errors: _Errors, *, required: bool = True) -> str | None:
+    if isinstance(value, str) and value:
+        return value
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        errors.add(path, "is required" if value is None else f"must be a non-empty string (got {value!r})")
+        return None
+    return value
+
+
+def _bool(value: Any, path: str, errors: _Errors, *, default: bool) -> bool:
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "yes", "on", "false", "no", "off"):
+        return value.lower() in ("true", "yes", "on")
+    errors.add(path, f"must be true or false (got {value!r})")
+    return default
+
+
+def _list(value: Any, path: str, errors: _Errors) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        errors.add(path, f"must be a list (got {type(value).__name__})")
+        return []
+    return value
+
+
+def _parse_classes(classes: Any) -> dict[str, InferenceClass]:
+    if not _is_map(classes):
+        raise FleetValidationError(
+            [("classes", f"must be a mapping of class name to class (got {type(classes).__name__})")]
+        )
+    errors = _Errors()
+    parsed: dict[str, InferenceClass] = {}
+    for name, data in classes.items():
+        try:
+            parsed[str(name)] = parse(InferenceClass, data, format_loc("classes", (str(name),)))
+        except FleetValidationError as exc:
+            errors.items.extend(exc.errors)
+    errors.raise_if_any()
+    return parsed
+
+
+def _parse_clusters(clusters: Any, classes: Mapping[str, InferenceClass]) -> list[_Cluster]:
+    errors = _Errors()
+    out: list[_Cluster] = []
+    seen: set[str] = set()
+    for ci, data in enumerate(_list(clusters, "clusters", errors)):
+        path = f"clusters[{ci}]"
+        if not _is_map(data):
+            errors.add(path, f"must be a mapping (got {type(data).__name__})")
+            continue
+        name = _str(data.get("name"), f"{path}.name", errors)
+        if name is not None:
+            if name in seen:
+                errors.add(f"{path}.name", f"duplicate cluster name {name!r}")
+            seen.add(name)
+        pools: list[_Pool] = []
+        pool_names: set[str] = set()
+        for pi, pdata in enumerate(_list(data.get("pools"), f"{path}.pools", errors)):
+            ppath = f"{path}.pools[{pi}]"
+            if not _is_map(pdata):
+                errors.add(ppath, f"must be a mapping (got {type(pdata).__name__})")
+                continue
+            pname = _str(pdata.get("name"), f"{ppath}.name", errors)
+            cname = _str(pdata.get("class"), f"{ppath}.class", errors)
+            nodes = _int(pdata.get("nodes"), f"{ppath}.nodes", errors)
+            if pname is not None:
+                if pname in pool_names:
+                    errors.add(f"{ppath}.name", f"duplicate pool name {pname!r}")
+                pool_names.add(pname)
+            if cname is not None and cname not in classes:
+                known = ", ".join(sorted(classes)) or "none given"
+                errors.add(f"{ppath}.class", f"unknown inference class {cname!r} (known: {known})")
+                cname = None
+            if pname is not None and cname is not None and nodes is not None:
+                pools.append(_Pool(pname, cname, nodes))
+        taints: list[Taint] = []
+        for ti, tdata in enumerate(_list(data.get("taints"), f"{path}.taints", errors)):
+            try:
+                taints.append(parse(Taint, tdata, f"{path}.taints[{ti}]"))
+            except FleetValidationError as exc:
+                errors.items.extend(exc.errors)
+        ready = _bool(data.get("ready"), f"{path}.ready", errors, default=True)
+        if name is not None:
+            out.append(_Cluster(name, pools, taints, ready))
+    errors.raise_if_any()
+    return out
+
+
+def _selectors_of(value: Any, path: str, errors: _Errors) -> list[str]:
+    out = []
+    for si, sel in enumerate(_list(value, path, errors)):
+        if _is_map(sel):
+            sel = sel.get("cel")
+        if not isinstance(sel, str):
+            errors.add(f"{path}[{si}]", f"must be a CEL expression string (got {sel!r})")
+            continue
+        out.append(sel)
+    return out
+
+
+def _parse_other(ri: int, data: Mapping[str, Any], deployment: str, errors: _Errors) -> _Observed | None:
+    """Another deployment's replica: only what the ledger reads (cluster, each member's pool and nodes)."""
+    cluster = data.get("cluster")
+    engines = data.get("engines")
+    if not isinstance(cluster, str) or not cluster or not isinstance(engines, list):
+        return _parse_ours(ri, data, errors)  # say precisely what is wrong
+    out: list[_ObservedEngine] = []
+    for ei, edata in enumerate(engines):
+        members = edata.get("members") if isinstance(edata, dict) else None
+        if not isinstance(members, list):
+            return _parse_ours(ri, data, errors)
+        observed_members = []
+        for mdata in members:
+            pool = mdata.get("pool") if isinstance(mdata, dict) else None
+            nodes = mdata.get("nodes") if isinstance(mdata, dict) else None
+            if not isinstance(pool, str) or not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 0:
+                return _parse_ours(ri, data, errors)
+            observed_members.append(_ObservedMember("", pool, nodes, None))
+        out.append(_ObservedEngine(str(edata.get("name", ei)), 1, observed_members))
+    return _Observed(ri, None, deployment, None, cluster, -1, out)
+
+
+def _parse_replicas(replicas: Any, ours: str) -> list[_Observed]:
+    """Validate the fleet's replicas: this deployment's fully, the others' as far as the ledger reads them."""
+    errors = _Errors()
+    out: list[_Observed] = []
+    for ri, data in enumerate(_list(replicas, "replicas", errors)):
+        if not _is_map(data):
+            errors.add(f"replicas[{ri}]", f"must be a mapping (got {type(data).__name__})")
+            continue
+        deployment = data.get("deployment")
+        if isinstance(deployment, str) and deployment and deployment != ours:
+            parsed = _parse_other(ri, data, deployment, errors)
+        else:
+            parsed = _parse_ours(ri, data, errors)
+        if parsed is not None:
+            out.append(parsed)
+    errors.raise_if_any()
+    return out
+
+
+def _parse_ours(ri: int, data: Mapping[str, Any], errors: _Errors) -> _Observed | None:
+    path = f"replicas[{ri}]"
+    name = _str(data.get("name"), f"{path}.name", errors, required=False)
+    deployment = _str(data.get("deployment"), f"{path}.deployment", errors)
+    namespace = _str(data.get("namespace"), f"{path}.namespace", errors, required=False)
+    cluster = _str(data.get("cluster"), f"{path}.cluster", errors)
+    index = _int(data.get("index"), f"{path}.index", errors)
+    engines: list[_ObservedEngine] = []
+    for ei, edata in enumerate(_list(data.get("engines"), f"{path}.engines", errors)):
+        epath = f"{path}.engines[{ei}]"
+        if not _is_map(edata):
+            errors.add(epath, f"must be a mapping (got {type(edata).__name__})")
+            continue
+        ename = _str(edata.get("name"), f"{epath}.name", errors)
+        copies = _int(edata.get("copies"), f"{epath}.copies", errors, minimum=1, default=1)
+        members: list[_ObservedMember] = []
+        for mi, mdata in enumerate(_list(edata.get("members"), f"{epath}.members", errors)):
+            mpath = f"{epath}.members[{mi}]"
+            if not _is_map(mdata):
+                errors.add(mpath, f"must be a mapping (got {type(mdata).__name__})")
+                continue
+            role = _str(mdata.get("role"), f"{mpath}.role", errors)
+            pool = _str(mdata.get("pool"), f"{mpath}.pool", errors)
+            nodes = _int(mdata.get("nodes"), f"{mpath}.nodes", errors)
+            requests: list[dict[str, Any]] = []
+            for qi, qdata in enumerate(_list(mdata.get("device_requests"), f"{mpath}.device_requests", errors)):
+                qpath = f"{mpath}.device_requests[{qi}]"
+                if not _is_map(qdata):
+                    errors.add(qpath, f"must be a mapping (got {type(qdata).__name__})")
+                    continue
+                requests.append(
+                    {
+                        "name": qdata.get("name"),
+                        "device_class_name": qdata.get("device_class_name"),
+                        "count": qdata.get("count", 1),
+                        "selectors": _selectors_of(qdata.get("selectors"), f"{qpath}.selectors", errors),
+                    }
+                )
+            if role is not None and pool is not None and nodes is not None:
+                given = None if mdata.get("device_requests") is None else requests
+                members.append(_ObservedMember(role, pool, nodes, given))
+        if ename is not None and copies is not None:
+            engines.append(_ObservedEngine(ename, copies, members))
+    if deployment is not None and cluster is not None and index is not None:
+        return _Observed(ri, name, deployment, namespace, cluster, index, engines)
+    return None
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Devices and matching
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Device:
+    name: str
+    claim: str
+    count: int
+    device_class_name: str | None
+    slice: dict[str, Any]
+    shape: str
+    label: str
+
+
+def _class_devices(cls: InferenceClass) -> list[_Device]:
+    out = []
+    for d in cls.devices:
+        rs = d.as_resource_slice_device()
+        product = d.attributes.get("productName")
+        label = f"{d.name} ({product.string})" if product is not None and product.string else d.name
+        shape = json.dumps(rs, sort_keys=True, separators=(",", ":"))
+        out.append(_Device(d.name, d.claim, d.count, d.device_class_name, rs, shape, label))
+    return out
+
+
+@dataclass
+class _Request:
+    name: str
+    count: int
+    device_class_name: str | None
+    selectors: list[str]
+
+
+@dataclass
+class _Member:
+    role: str
+    pods: int
+    requests: list[_Request]
+
+
+@dataclass
+class _Engine:
+    name: str
+    copies: int
+    members: list[_Member]
+
+
+@dataclass
+class _MemberMatch:
+    """A member matched against one node's devices (one inference class)."""
+
+    ok: bool
+    device_requests: list[dict[str, Any]] = field(default_factory=list)  # resolved DRA requests (output shape)
+    synthetic: list[str] = field(default_factory=list)  # names of synthetic devices it matched
+    why: str = ""
+
+    @property
+    def claims(self) -> bool:
+        return bool(self.device_requests)
+
+
+@dataclass
+class _Option:
+    """An engine that fits a pool's devices: per-member matches and the node cost."""
+
+    members: list[_MemberMatch]
+    cost: int
+
+
+def _engines_of(dep: ModelDeployment) -> list[_Engine]:
+    return [
+        _Engine(
+            e.name,
+            e.copies,
+            [
+                _Member(
+                    m.role,
+                    m.pods,
+                    [
+                        _Request(r.name, r.count, r.device_class_name, [s.cel for s in r.selectors])
+                        for r in m.node_selector.devices
+                    ],
+                )
+                for m in e.members
+            ],
+        )
+        for e in dep.engines
+    ]
+
+
+def _match_member(member: _Member, devices: list[_Device], sel: SelectorEngine) -> _MemberMatch:
+    """Resolve one pod's requests against one node's devices; requests consume count (exact search)."""
+    if not member.requests:
+        return _MemberMatch(True)
+    candidates: list[list[int]] = []
+    for req in member.requests:
+        fits: list[int] = []
+        reasons: list[str] = []
+        for di, dev in enumerate(devices):
+            if req.device_class_name and dev.device_class_name != req.device_class_name:
+                kind = (
+                    f"device class {dev.device_class_name}" if dev.device_class_name else "no device class (synthetic)"
+                )
+                reasons.append(f"device {dev.label} has {kind}, not {req.device_class_name}")
+                continue
+            if dev.count < req.count:
+                reasons.append(f"device {dev.label} has {dev.count} per node, {req.count} needed")
+                continue
+            failed = None
+            for expr in req.selectors:
+                ok, err = sel.check(expr, dev.shape, dev.slice)
+                if not ok:
+                    failed = (
+                        f"selector `{expr}` failed on device {dev.label}: {err}"
+                        if err
+                        else f"selector `{expr}` is false for device {dev.label}"
+                    )
+                    break
+            if failed is not None:
+                reasons.append(failed)
+                continue
+            fits.append(di)
+        if not fits:
+            return _MemberMatch(False, why=f"request {req.name}: {'; '.join(reasons) or 'the class has no devices'}")
+        candidates.append(fits)
+
+    remaining = [d.count for d in devices]
+    chosen: list[int] = []
+
+    def search(i: int) -> bool:
+        if i == len(member.requests):
+            return True
+        need = member.requests[i].count
+        for di in candidates[i]:
+            if remaining[di] >= need:
+                remaining[di] -= need
+                chosen.append(di)
+                if search(i + 1):
+                    return True
+                chosen.pop()
+                remaining[di] += need
+        return False
+
+    if not search(0):
+        names = ", ".join(f"{r.name} ({r.count})" for r in member.requests)
+        have = ", ".join(
+            f"{devices[di].name}: {devices[di].count}" for di in sorted({d for c in candidates for d in c})
+        )
+        return _MemberMatch(
+            False, why=f"requests {names} together need more devices than one node has ({have} per node)"
+        )
+
+    resolved: list[dict[str, Any]] = []
+    synthetic: list[str] = []
+    for req, di in zip(member.requests, chosen, strict=True):
+        dev = devices[di]
+        if dev.claim == "DRA":
+            resolved.append(
+                {
+                    "name": req.name,
+                    "device_class_name": dev.device_class_name,
+                    "count": req.count,
+                    "selectors": list(req.selectors),
+                }
+            )
+        elif dev.name not in synthetic:
+            synthetic.append(dev.name)
+    return _MemberMatch(True, resolved, synthetic)
+
+
+def _untolerated(cluster: _Cluster, tolerations: list[Any], effects: Iterable[str]) -> list[Taint]:
+    wanted = set(effects)
+    return [t for t in cluster.taints if t.effect in wanted and not any(tol.tolerates(t) for tol in tolerations)]
+
+
+def _taint_text(t: Taint) -> str:
+    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+
+
+def _copy_requests(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [dict(r, selectors=list(r["selectors"])) for r in requests]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The planner
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Placed:
+    cluster: str
+    index: int
+    engines: list[tuple[str, _Option]]  # (pool, option) per engine, deployment order
+    observed: _Observed | None = None  # set for a retained replica
+    name: str = ""
+
+
+class _Planner:
+    def __init__(
+        self,
+        dep: ModelDeployment,
+        classes: dict[str, InferenceClass],
+        clusters: list[_Cluster],
+        replicas: list[_Observed],
+        sel: SelectorEngine,
+    ) -> None:
+        self.dep = dep
+        self.engines = _engines_of(dep)
+        self.devices = {name: _class_devices(cls) for name, cls in classes.items()}
+        self.clusters = clusters
+        self.by_name = {c.name: c for c in clusters}
+        self.replicas = replicas
+        self.sel = sel
+        self._member_memo: dict[tuple[str, int, int], _MemberMatch] = {}
+        self._options_memo: dict[tuple[str, ...], list[list[_Option | str]]] = {}
+        self.free: dict[tuple[str, str], int] = {}
+        self.dropped: list[dict[str, Any]] = []
+
+    # -- matching, memoised per class and per cluster shape ----------------------------------------------------------
+
+    def member_match(self, class_name: str, ei: int, mi: int) -> _MemberMatch:
+        key = (class_name, ei, mi)
+        hit = self._member_memo.get(key)
+        if hit is None:
+            hit = _match_member(self.engines[ei].members[mi], self.devices[class_name], self.sel)
+            self._member_memo[key] = hit
+        return hit
+
+    def engine_on_class(self, class_name: str, ei: int) -> tuple[list[_MemberMatch], str | None]:
+        """Members matched against a class, or the reason the engine cannot run there (ignoring other pools)."""
+        engine = self.engines[ei]
+        matches = []
+        for mi, member in enumerate(engine.members):
+            m = self.member_match(class_name, ei, mi)
+            if not m.ok:
+                return [], f"engine {engine.name} member {member.role} {m.why}"
+            matches.append(m)
+        if not any(m.claims for m in matches):
+            synthetic = sorted({s for m in matches for s in m.synthetic})
+            if synthetic:
+                return [], (
+                    f"engine {engine.name}: only synthetic devices matched ({', '.join(synthetic)}); "
+                    "no DRA device would be claimed"
+                )
+            return [], f"engine {engine.name}: no member requests a DRA device"
+        return matches, None
+
+    def cost(self, ei: int, matches: list[_MemberMatch]) -> int:
+        engine = self.engines[ei]
+        return sum(m.pods * engine.copies for m, mm in zip(engine.members, matches, strict=True) if mm.claims)
+
+    def options(self, cluster: _Cluster) -> list[list[_Option | str]]:
+        """Per engine, per pool (cluster order): the option, or why the pool cannot host the engine."""
+        key = cluster.classes
+        hit = self._options_memo.get(key)
+        if hit is not None:
+            return hit
+        return self._options(key)
+
+    def _options(self, key: tuple[str, ...]) -> list[list[_Option | str]]:
+        table: list[list[_Option | str]] = []
+        for ei, engine in enumerate(self.engines):
+            # A member that can claim a DRA device on some pool of this cluster is never stranded claimless.
+            claimable = [
+                any(self.member_match(c, ei, mi).claims for c in dict.fromkeys(key))
+                for mi in range(len(engine.members))
+            ]
+            row: list[_Option | str] = []
+            for class_name in key:
+                matches, why = self.engine_on_class(class_name, ei)
+                if why is None:
+                    for member, mm, can in zip(engine.members, matches, claimable, strict=True):
+                        if can and not mm.claims:
+                            what = f"only synthetic devices ({', '.join(mm.synthetic)})" if mm.synthetic else "nothing"
+                            why = (
+                                f"engine {engine.name} member {member.role} would claim {what} here "
+                                "but can claim a DRA device on another pool"
+                            )
+                            break
+                row.append(_Option(matches, self.cost(ei, matches)) if why is None else why)
+            table.append(row)
+        self._options_memo[key] = table
+        return table
+
+    # -- retain ------------------------------------------------------------------------------------------------------
+
+    def retained_engines(self, r: _Observed, cluster: _Cluster) -> list[tuple[str, _Option]] | str:
+        want = [e.name for e in self.engines]
+        have = [e.name for e in r.engines]
+        if sorted(want) != sorted(have):
+            return f"its engines ({', '.join(have) or 'none'}) no longer match the deployment's ({', '.join(want)})"
+        observed = {e.name: e for e in r.engines}
+        pools = {p.name: p for p in cluster.pools}
+        out: list[tuple[str, _Option]] = []
+        for ei, engine in enumerate(self.engines):
+            got = observed[engine.name]
+            roles = [m.role for m in got.members]
+            if roles != [m.role for m in engine.members]:
+                return f"engine {engine.name}: its members ({', '.join(roles)}) no longer match the deployment's"
+            pool_names = {m.pool for m in got.members}
+            if len(pool_names) != 1:
+                return f"engine {engine.name}: its members are split across pools {', '.join(sorted(pool_names))}"
+            pool_name = pool_names.pop()
+            pool = pools.get(pool_name)
+            if pool is None:
+                return f"pool {pool_name} no longer exists on cluster {cluster.name}"
+            matches, why = self.engine_on_class(pool.class_name, ei)
+            if why is not None:
+                return f"pool {pool_name} no longer satisfies it: {why}"
+            out.append((pool_name, _Option(matches, self.cost(ei, matches))))
+        return out
+
+    def drop(self, r: _Observed, reason: str) -> None:
+        self.dropped.append({"name": r.name, "cluster": r.cluster, "index": r.index, "reason": reason})
+
+    def retain(self, ours: list[_Observed]) -> list[_Placed]:
+        tolerations = self.dep.tolerations
+        kept: list[_Placed] = []
+        seen: set[tuple[str, int]] = set()
+        for r in ours:
+            cluster = self.by_name.get(r.cluster)
+            if cluster is None:
+                self.drop(r, f"cluster {r.cluster} is no longer a candidate")
+                continue
+            evicting = _untolerated(cluster, tolerations, ("NoExecute",))
+            if evicting:
+                self.drop(r, f"taint {', '.join(map(_taint_text, evicting))} is not tolerated (evicted)")
+                continue
+            if (r.cluster, r.index) in seen:
+                self.drop(r, f"duplicate of replica ({r.cluster}, {r.index})")
+                continue
+            engines = self.retained_engines(r, cluster)
+            if isinstance(engines, str):
+                self.drop(r, engines)
+                continue
+            seen.add((r.cluster, r.index))
+            kept.append(_Placed(r.cluster, r.index, engines, observed=r))
+        return kept
+
+    def scale_down(self, kept: list[_Placed], desired: int) -> list[_Placed]:
+        if len(kept) <= desired:
+            return kept
+        per_cluster: dict[str, list[_Placed]] = {}
+        for p in kept:
+            per_cluster.setdefault(p.cluster, []).append(p)
+        for items in per_cluster.values():
+            items.sort(key=lambda p: p.index)
+        excess = len(kept) - desired
+        victims: set[int] = set()
+        for _step in range(excess):
+            name = max((n for n in per_cluster if per_cluster[n]), key=lambda n: (len(per_cluster[n]), n))
+            victim = per_cluster[name].pop()
+            victims.add(id(victim))
+            if victim.observed is not None:
+                self.drop(victim.observed, f"scaled down to {desired} replica(s)")
+        return [p for p in kept if id(p) not in victims]
+
+    # -- ledger and fill ---------------------------------------------------------------------------------------------
+
+    def build_ledger(self, kept: list[_Placed]) -> None:
+        self.free = {(c.name, p.name): p.nodes for c in self.clusters for p in c.pools}
+        kept_ids = {id(p.observed) for p in kept}
+        for r in self.replicas:
+            if r.deployment == self.dep.name and id(r) not in kept_ids:
+                continue  # dropped or scaled down: its nodes are freeing up
+            for e in r.engines:
+                for m in e.members:
+                    key = (r.cluster, m.pool)
+                    if m.nodes and key in self.free:
+                        self.free[key] -= m.nodes
+
+    def try_place(self, cluster: _Cluster) -> tuple[list[tuple[str, _Option]] | None, str, dict[str, str], str]:
+        """Fit one replica on ``cluster`` against the ledger: (placement, or None with code, per-pool reasons, reason)."""
+        table = self.options(cluster)
+        trial: dict[str, int] = {}
+        placed: list[tuple[str, _Option]] = []
+        for ei, engine in enumerate(self.engines):
+            reasons: dict[str, str] = {}
+            chosen = None
+            capacity = False
+            need = 0
+            for pool, option in zip(cluster.pools, table[ei], strict=True):
+                if isinstance(option, str):
+                    reasons[pool.name] = option
+                    continue
+                free = trial.get(pool.name, self.free[(cluster.name, pool.name)])
+                if free < option.cost:
+                    capacity = True
+                    need = need or option.cost
+                    reasons[pool.name] = (
+                        f"engine {engine.name} needs {option.cost} node(s), {max(free, 0)} of {pool.nodes} free"
+                    )
+                    continue
+                trial[pool.name] = free - option.cost
+                chosen = (pool.name, option)
+                break
+            if chosen is None:
+                if not cluster.pools:
+                    return None, CODE_NO_POOLS, {}, "has no node pools"
+                if capacity:
+                    return (
+                        None,
+                        CODE_INSUFFICIENT_CAPACITY,
+                        reasons,
+                        f"insufficient capacity: no pool that matches engine {engine.name} has {need} free node(s)",
+                    )
+                return None, CODE_NO_MATCHING_POOL, reasons, f"no pool can host engine {engine.name}"
+            placed.append(chosen)
+        return placed, "", {}, ""
+
+    def commit(self, cluster: str, engines: list[tuple[str, _Option]]) -> None:
+        for pool, option in engines:
+            self.free[(cluster, pool)] -= option.cost
+
+    def eligibility(self, cluster: _Cluster) -> tuple[str, str] | None:
+        """Why ``cluster`` takes no new replica regardless of capacity, or None."""
+        problems = []
+        code = ""
+        if not cluster.ready:
+            problems.append("not ready: takes no new replicas")
+            code = CODE_NOT_READY
+        tainted = _untolerated(cluster, self.dep.tolerations, ("NoSchedule", "NoExecute"))
+        if tainted:
+            problems.append(f"taint {', '.join(map(_taint_text, tainted))} is not tolerated")
+            code = code or CODE_TAINTED
+        return (code, "; ".join(problems)) if problems else None
+
+    def fill(self, kept: list[_Placed], desired: int) -> list[_Placed]:
+        load: dict[str, int] = {}
+        used: dict[str, set[int]] = {}
+        for p in kept:
+            load[p.cluster] = load.get(p.cluster, 0) + 1
+            used.setdefault(p.cluster, set()).add(p.index)
+        placed: list[_Placed] = []
+        shortfall = desired - len(kept)
+        if shortfall <= 0:
+            return placed
+        heap = [(load.get(c.name, 0), c.name) for c in self.clusters if self.eligibility(c) is None]
+        heapq.heapify(heap)
+        while shortfall > 0 and heap:
+            count, name = heapq.heappop(heap)
+            cluster = self.by_name[name]
+            engines = self.try_place(cluster)[0]
+            if engines is None:
+                continue  # the ledger only shrinks during fill: this cluster cannot take any more
+            taken = used.setdefault(name, set())
+            index = 0
+            while index in taken:
+                index += 1
+            taken.add(index)
+            self.commit(name, engines)
+            placed.append(_Placed(name, index, engines))
+            shortfall -= 1
+            heapq.heappush(heap, (count + 1, name))
+        return placed
+
+    def explain(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for cluster in sorted(self.clusters, key=lambda c: c.name):
+            ineligible = self.eligibility(cluster)
+            if ineligible is not None:
+                out[cluster.name] = {"code": ineligible[0], "reason": ineligible[1], "pools": {}}
+                continue
+            engines, code, pools, reason = self.try_place(cluster)
+            if engines is None:
+                out[cluster.name] = {"code": code, "reason": reason, "pools": pools}
+        return out
+
+    # -- output ------------------------------------------------------------------------------------------------------
+
+    def replica_dict(self, p: _Placed) -> dict[str, Any]:
+        engines = []
+        for engine, (pool, option) in zip(self.engines, p.engines, strict=True):
+            members = []
+            for member, mm in zip(engine.members, option.members, strict=True):
+                members.append(
+                    {
+                        "role": member.role,
+                        "pool": pool,
+                        "nodes": member.pods * engine.copies if mm.claims else 0,
+                        "device_requests": _copy_requests(mm.device_requests),
+                    }
+                )
+            engines.append({"name": engine.name, "copies": engine.copies, "members": members})
+        return {
+            "name": p.name,
+            "deployment": self.dep.name,
+            "namespace": self.dep.namespace,
+            "cluster": p.cluster,
+            "index": p.index,
+            "engines": engines,
+        }
+
+    def overcommitted(self, ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        used: dict[tuple[str, str], int] = {}
+        for r in self.replicas:
+            if r.deployment == self.dep.name:
+                continue
+            for e in r.engines:
+                for m in e.members:
+                    used[(r.cluster, m.pool)] = used.get((r.cluster, m.pool), 0) + m.nodes
+        touched: set[tuple[str, str]] = set()
+        for r in ours:
+            for e in r["engines"]:
+                for m in e["members"]:
+                    key = (r["cluster"], m["pool"])
+                    used[key] = used.get(key, 0) + m["nodes"]
+                    touched.add(key)
+        out = []
+        for cluster in sorted(self.clusters, key=lambda c: c.name):
+            for pool in cluster.pools:
+                key = (cluster.name, pool.name)
+                if key in touched and used.get(key, 0) > pool.nodes:
+                    out.append({"cluster": cluster.name, "pool": pool.name, "nodes": pool.nodes, "used": used[key]})
+        return out
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _condition(status: bool, reason: str, message: str) -> dict[str, str]:
+    return {"type": CONDITION_TYPE, "status": "True" if status else "False", "reason": reason, "message": message}
+
+
+def _identity_key(r: _Observed) -> tuple[str, int, str, int]:
+    return (r.cluster, r.index, r.name or "", r.position)
+
+
+def place(
+    *,
+    deployment: Any,
+    clusters: Any,
+    classes: Any,
+    replicas: Any = None,
+    selectors: SelectorEngine | None = None,
+) -> dict[str, Any]:
+    """Place one deployment's replicas on the candidate clusters (design.md §4). Pure and deterministic.
+
+    Returns ``{replicas, desired, scheduled, condition, unschedulable, changed, dropped, overcommitted, warnings}``.
+    Raises :class:`FleetValidationError` for malformed input (``path: reason`` lines).
+    """
+    require_pydantic()
+    dep: ModelDeployment = parse(ModelDeployment, deployment, "deployment")
+    parsed_classes = _parse_classes(classes)
+    parsed_clusters = _parse_clusters(clusters, parsed_classes)
+    observed = _parse_replicas(replicas, dep.name)
+    sel = selectors if selectors is not None else SELECTORS
+
+    ours = sorted((r for r in observed if r.deployment == dep.name), key=_identity_key)
+    previous = [r.normalized() for r in ours]
+    desired = dep.replicas
+
+    invalid = []
+    for path, expression in dep.selector_paths():
+        try:
+            sel.compile(expression)
+        except ValueError as exc:
+            invalid.append(f"deployment.{path}: `{expression}` does not compile: {exc}")
+    if invalid:
+        return {
+            "replicas": previous,
+            "desired": desired,
+            "scheduled": len(previous),
+            "condition": _condition(
+                False,
+                REASON_INVALID_NODE_SELECTOR,
+                "invalid CEL selector(s), nothing placed, moved or dropped: " + "; ".join(invalid),
+            ),
+            "unschedulable": {},
+            "changed": False,
+            "dropped": [],
+            "overcommitted": [],
+            "warnings": [],
+        }
+
+    planner = _Planner(dep, parsed_classes, parsed_clusters, observed, sel)
+    kept = planner.scale_down(planner.retain(ours), desired)
+    planner.build_ledger(kept)
+    new = planner.fill(kept, desired)
+
+    taken: set[str] = set()
+    for p in sorted(kept, key=lambda p: (p.cluster, p.index)):
+        old = p.observed.name if p.observed is not None else None
+        keep = old is not None and old not in taken and _is_derived_name(old, dep.name, p.cluster, p.index)
+        p.name = old if keep and old else _unique_name(dep.name, p.cluster, p.index, taken)
+        taken.add(p.name)
+    for p in sorted(new, key=lambda p: (p.cluster, p.index)):
+        p.name = _unique_name(dep.name, p.cluster, p.index, taken)
+        taken.add(p.name)
+
+    result = [planner.replica_dict(p) for p in sorted(kept + new, key=lambda p: (p.cluster, p.index))]
+    now = {(r["cluster"], r["index"]): r for r in result}
+    before = [r.normalized(now.get((r.cluster, r.index))) for r in ours]
+    unschedulable = planner.explain()
+    overcommitted = planner.overcommitted(result)
+    scheduled = len(result)
+
+    if not parsed_clusters and desired > 0:
+        condition = _condition(
+            False, REASON_NO_CLUSTERS, f"0 of {desired} replica(s) scheduled: the deployment has no candidate clusters"
+        )
+    elif scheduled >= desired:
+        spread = len({r["cluster"] for r in result})
+        condition = _condition(
+            True, REASON_CREATED, f"{scheduled} of {desired} replica(s) scheduled on {spread} cluster(s)"
+        )
+    else:
+        summary = "; ".join(f"{name}: {info['reason']}" for name, info in list(unschedulable.items())[:3])
+        more = len(unschedulable) - 3
+        if more > 0:
+            summary += f"; and {more} more"
+        condition = _condition(
+            False,
+            REASON_INSUFFICIENT_CAPACITY,
+            f"{scheduled} of {desired} replica(s) scheduled; no candidate cluster can take another"
+            + (f" ({summary})" if summary else ""),
+        )
+
+    warnings = [
+        f"pool {o['pool']} of cluster {o['cluster']} is overcommitted: {o['used']} node(s) in use of {o['nodes']}"
+        for o in overcommitted
+    ]
+    return {
+        "replicas": result,
+        "desired": desired,
+        "scheduled": scheduled,
+        "condition": condition,
+        "unschedulable": unschedulable,
+        "changed": result != before,
+        "dropped": sorted(planner.dropped, key=lambda d: (d["cluster"], d["index"])),
+        "overcommitted": overcommitted,
+        "warnings": warnings,
+    }
