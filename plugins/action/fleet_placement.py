@@ -41,7 +41,13 @@ class ActionModule(ActionBase):
         try:
             objects = list(to_plain(args["observed_objects"]))
             if args["render_dir"]:
-                objects.extend(obj for _cluster, _rel, obj in read_objects(args["render_dir"], selector=SERVING_OWNER))
+                # The per-replica Service carries the placement annotation: only Services are read.
+                objects.extend(
+                    obj
+                    for _cluster, _rel, obj in read_objects(
+                        args["render_dir"], selector=SERVING_OWNER, kinds=["Service"]
+                    )
+                )
             observed = [r for r in observed_replicas(objects) if r["cluster"] not in unreachable]
             # A cluster that could not be read keeps the replicas it had at the last successful run.
             observed += [r for r in to_plain(args["fallback_replicas"]) if r.get("cluster") in unreachable]

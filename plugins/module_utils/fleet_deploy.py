@@ -173,3 +173,25 @@ def place_fleet(
         outcome.results[dep["name"]] = dict(result)
     outcome.replicas = current
     return outcome
+
+
+def fleet_manifests(fleet: Mapping[str, Any], replicas: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Every fleet cluster's serving objects: ``serving_manifests`` for each deployment's replicas placed there.
+
+    Every cluster of the fleet has an entry (possibly empty), so a cluster that lost its last replica gets pruned.
+    """
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render import render_serving_manifests
+
+    placed: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in replicas:
+        placed.setdefault((r["deployment"], r["cluster"]), []).append(r)
+    out: dict[str, list[dict[str, Any]]] = {c["name"]: [] for c in fleet["placement_clusters"]}
+    for dep in fleet["deployments"]:
+        spec = {k: v for k, v in dep.items() if k != "candidate_clusters"}
+        for cluster in sorted(out):
+            mine = placed.get((dep["name"], cluster))
+            if mine:
+                out[cluster].extend(
+                    render_serving_manifests(mine, spec, cluster=cluster, caches=fleet.get("caches") or [])
+                )
+    return out

@@ -21,6 +21,9 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.errors import Gpu
 try:
     import yaml
 
+    # libyaml when available: the render directory can hold thousands of files.
+    _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     HAS_YAML = True
     YAML_IMPORT_ERROR = None
 except ImportError:  # pragma: no cover - ansible-core always ships PyYAML
@@ -49,7 +52,7 @@ def _require_yaml() -> None:
 def dump(obj: Mapping[str, Any]) -> str:
     """Deterministic YAML for one object (key order kept as rendered, block style)."""
     _require_yaml()
-    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=4096, allow_unicode=True)
+    return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=4096, allow_unicode=True)
 
 
 def object_relpath(cluster: str, obj: Mapping[str, Any]) -> str:
@@ -96,8 +99,18 @@ def matches(obj: Any, selector: Mapping[str, str]) -> bool:
     return all(str(labels.get(k)) == str(v) for k, v in selector.items())
 
 
-def read_objects(root: str | Path, clusters: Iterable[str] | None = None, selector: Mapping[str, str] | None = None):
-    """Yield ``(cluster, relpath, object)`` for every rendered object matching ``selector`` (all when None)."""
+def read_objects(
+    root: str | Path,
+    clusters: Iterable[str] | None = None,
+    selector: Mapping[str, str] | None = None,
+    *,
+    kinds: Iterable[str] | None = None,
+    skip: Iterable[str] = (),
+):
+    """Yield ``(cluster, relpath, object)`` for every rendered object matching ``selector`` (all when None).
+
+    ``kinds`` limits the files read to those kinds (by file name); ``skip`` lists relative paths not to read.
+    """
     _require_yaml()
     root = Path(root)
     if not root.is_dir():
@@ -107,13 +120,18 @@ def read_objects(root: str | Path, clusters: Iterable[str] | None = None, select
         cdir = root / cluster
         if not cdir.is_dir():
             continue
+        prefixes = tuple(f"{k.lower()}-" for k in kinds) if kinds is not None else None
+        skipped = set(skip)
         for path in sorted(cdir.glob("*/*.yaml")):
+            rel = str(path.relative_to(root))
+            if (prefixes is not None and not path.name.startswith(prefixes)) or rel in skipped:
+                continue
             try:
-                obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+                obj = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
             except (OSError, yaml.YAMLError) as exc:
                 raise GpufleetError(f"manifest_dir: cannot read {path}: {exc}") from None
             if selector is None or matches(obj, selector):
-                yield cluster, str(path.relative_to(root)), obj
+                yield cluster, rel, obj
 
 
 def sync(
@@ -151,10 +169,10 @@ def sync(
             result.written.append(rel)
     to_remove = []
     if prune and owner:
-        for _cluster, rel, _obj in read_objects(root, [cluster], owner):
-            if rel not in planned:
-                to_remove.append(root / rel)
-                result.removed.append(rel)
+        # Only files that are not being (re)written can be stale; only those are read.
+        for _cluster, rel, _obj in read_objects(root, [cluster], owner, skip=planned):
+            to_remove.append(root / rel)
+            result.removed.append(rel)
     if not check_mode:
         for path, text in to_write:
             write_atomic(path, text)

@@ -25,7 +25,7 @@ description:
   - Resolves every deployment's and cache's C(clusters) host pattern with Ansible's own pattern rules
     (V(gpufleet_clusters:&prod:!onprem-a)), restricted to the fleet group.
 author:
-  - gpufleet.serving contributors
+  - gpufleet.serving contributors (@gpufleet)
 options:
   group:
     description: Inventory group whose hosts are the fleet's clusters.

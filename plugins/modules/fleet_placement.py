@@ -22,7 +22,7 @@ description:
   - A cluster in O(drained) gets the fleet's C(gpufleet.io/drain=true:NoExecute) taint (its replicas move away); one in
     O(cordoned) gets C(gpufleet.io/cordon=true:NoSchedule) (it takes no new replicas).
 author:
-  - gpufleet.serving contributors
+  - gpufleet.serving contributors (@gpufleet)
 options:
   fleet:
     description: The normalised fleet, as returned in C(fleet) by M(gpufleet.serving.fleet_info).

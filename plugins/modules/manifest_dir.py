@@ -19,7 +19,7 @@ description:
     O(objects) are removed; this is how a dropped replica disappears from the render directory.
   - Every object is checked and serialised before the first write, so an invalid object changes nothing.
 author:
-  - gpufleet.serving contributors
+  - gpufleet.serving contributors (@gpufleet)
 options:
   path:
     description: Root of the render directory.

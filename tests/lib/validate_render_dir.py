@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from k8s_schemas import SchemaValidationError, crd_schema_dir, validate_files  # noqa: E402
+from k8s_schemas import SchemaValidationError, crd_schema_dir, validate_files
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,104 @@
+"""Model cache filters: gpufleet.serving.cache_manifests, cache_job_status and cache_status_summary.
+
+Documentation is in ``cache_manifests.yml``, ``cache_job_status.yml`` and ``cache_status_summary.yml`` beside this
+file; the logic is ``plugins/module_utils/cache_objects.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import (
+    HydrationOptions,
+    cache_objects,
+    job_status,
+    summarize_status,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+
+FILTER = "cache_manifests"
+STATUS_FILTER = "cache_job_status"
+SUMMARY_FILTER = "cache_status_summary"
+
+
+def _plain(value: Any) -> Any:
+    """Plain Python containers and scalars (Ansible may hand over tagged or lazy ones)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    for kind in (str, int, float):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
+def cache_manifests(
+    cache: Any,
+    cluster: Any = None,
+    hydrator: Any = None,
+    storage_class: Any = None,
+    options: Any = None,
+    adopted_check: Any = False,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
+    """``cache | gpufleet.serving.cache_manifests(cluster, hydrator=lookup('file', 'hydrate.py'), image=...)``."""
+    if cluster is None:
+        raise AnsibleFilterError(f"{FILTER}: cluster is required (a cluster name or a fleet_info cluster)")
+    if not isinstance(hydrator, str) or not hydrator.strip():
+        raise AnsibleFilterError(
+            f"{FILTER}: hydrator is required: the hydrator program's text, "
+            "e.g. hydrator=lookup('ansible.builtin.file', 'hydrate.py', rstrip=false)"
+        )
+    if storage_class is not None and not isinstance(storage_class, str):
+        raise AnsibleFilterError(f"{FILTER}: storage_class must be a string (got {type(storage_class).__name__})")
+    if options is not None and not isinstance(options, Mapping):
+        raise AnsibleFilterError(f"{FILTER}: options must be a mapping of option name to value")
+    if not isinstance(adopted_check, bool):
+        raise AnsibleFilterError(f"{FILTER}: adopted_check must be true or false (got {adopted_check!r})")
+    try:
+        opts = HydrationOptions.from_mapping({**_plain(options or {}), **_plain(kwargs)})
+        return cache_objects(
+            _plain(cache),
+            _plain(cluster),
+            str(hydrator),
+            storage_class=None if storage_class is None else str(storage_class),
+            options=opts,
+            adopted_check=adopted_check,
+        )
+    except (GpufleetError, TypeError) as exc:
+        raise AnsibleFilterError(f"{FILTER}: {exc}") from exc
+
+
+def cache_job_status(job: Any, pods: Any = None) -> dict[str, Any]:
+    """``job_info.resources | first | default(none) | gpufleet.serving.cache_job_status(pods_info.resources)``."""
+    if job is not None and not isinstance(job, Mapping):
+        raise AnsibleFilterError(f"{STATUS_FILTER}: the input must be a Job object or none (got {type(job).__name__})")
+    if pods is not None and (isinstance(pods, (str, Mapping)) or not isinstance(pods, (list, tuple))):
+        raise AnsibleFilterError(f"{STATUS_FILTER}: pods must be a list of Pod objects (got {type(pods).__name__})")
+    try:
+        return job_status(None if job is None else _plain(job), _plain(pods or []))
+    except (GpufleetError, TypeError, AttributeError) as exc:
+        raise AnsibleFilterError(f"{STATUS_FILTER}: {exc}") from exc
+
+
+def cache_status_summary(statuses: Any, caches: Any = None, hosts: Any = None) -> dict[str, Any]:
+    """``statuses | gpufleet.serving.cache_status_summary(caches=fleet.caches, hosts=ansible_play_hosts_all)``."""
+    try:
+        return summarize_status(
+            _plain(statuses), None if caches is None else _plain(caches), None if hosts is None else _plain(hosts)
+        )
+    except (GpufleetError, KeyError, TypeError, AttributeError) as exc:
+        raise AnsibleFilterError(f"{SUMMARY_FILTER}: {exc}") from exc
+
+
+class FilterModule:
+    """gpufleet.serving model cache filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {FILTER: cache_manifests, STATUS_FILTER: cache_job_status, SUMMARY_FILTER: cache_status_summary}
