@@ -35,7 +35,7 @@ $(COLLLINK):
 setup: $(STAMP) $(COLLLINK)
 
 demo: setup
-	$(BIN)/ansible-playbook -i inventories/example playbooks/deploy.yml
+	$(BIN)/ansible-playbook -i inventories/example/hosts.yml playbooks/site.yml
 
 lint: setup
 	$(BIN)/ruff check plugins roles tests benchmarks
@@ -60,9 +60,12 @@ build: setup
 test: lint unit sanity ansible-lint build molecule
 	@echo "make test: all checks passed"
 
+# -P: benchmarks/selectors.py must not shadow the standard library's selectors module.
 bench: setup
-	$(BIN)/python benchmarks/selectors.py
-	$(BIN)/python benchmarks/placement.py
+	$(BIN)/python -P benchmarks/selectors.py
+	$(BIN)/python -P benchmarks/placement.py
+	$(BIN)/python -P benchmarks/deploy_render.py
+	$(BIN)/python -P benchmarks/hydrate.py
 
 clean:
 	rm -rf $(VENV) tests/output rendered

@@ -52,6 +52,7 @@ attributes:
     description: Read-only; runs the same in check mode.
   diff_mode:
     support: none
+    description: Reports no diff.
   action:
     support: full
     description: Runs on the controller as an action plugin.

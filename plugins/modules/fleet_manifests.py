@@ -11,7 +11,7 @@ module: fleet_manifests
 short_description: Render the serving objects of every cluster of the fleet in one task
 version_added: 0.1.0
 description:
-  - Runs the R(serving_manifests filter,ansible_collections.gpufleet.serving.serving_manifests_filter) for every deployment
+  - Runs the logic of the P(gpufleet.serving.serving_manifests#filter) filter for every deployment
     of O(fleet) and every cluster its O(replicas) are placed on, and returns the objects per cluster. One task for the
     whole fleet instead of one per cluster.
   - With O(render_dir), writes every cluster's objects to C(<render_dir>/<cluster>/<namespace>/<kind>-<name>.yaml)
@@ -43,6 +43,7 @@ attributes:
     description: Renders and reports the files that would change without writing them.
   diff_mode:
     support: none
+    description: Reports no diff.
   action:
     support: full
     description: Runs on the controller.

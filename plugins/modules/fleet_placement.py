@@ -62,6 +62,7 @@ attributes:
     description: Pure computation; the same in check mode.
   diff_mode:
     support: none
+    description: Reports no diff.
   action:
     support: full
     description: Runs on the controller.

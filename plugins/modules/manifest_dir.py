@@ -48,6 +48,7 @@ attributes:
     description: Reports the files that would be written and removed without touching them.
   diff_mode:
     support: none
+    description: Reports no diff.
   action:
     support: full
     description: Runs on the controller; the render directory is on the controller.
