@@ -1,0 +1,159 @@
+"""Fleet-wide deploy orchestration: shared capacity, stickiness from read-back, unreachable/drained clusters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from example_fleet import example_fleet
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import (
+    PLACEMENT_ANNOTATION,
+    explain_lines,
+    fleet_manifests,
+    observed_replicas,
+    place_fleet,
+)
+
+PATTERNS = {"gpufleet_clusters": None, "gpufleet_clusters:&prod": ["eks-us-east-1", "gke-us-central1", "onprem-a"]}
+
+
+def fleet_dict(data=None) -> dict:
+    data = data or example_fleet()
+
+    def resolve(pattern: str) -> list[str]:
+        if pattern == "gpufleet_clusters:&onprem":
+            return ["onprem-a"]
+        return PATTERNS.get(pattern) or sorted(data["hosts"])
+
+    return validate_fleet(
+        classes=data["classes"],
+        hosts=data["hosts"],
+        deployments=data["deployments"],
+        caches=data["caches"],
+        resolve_pattern=resolve,
+    ).to_dict()
+
+
+def services(objects_by_cluster: dict) -> list[dict]:
+    return [o for objs in objects_by_cluster.values() for o in objs if o["kind"] == "Service"]
+
+
+def test_example_fleet_is_fully_placed_and_spread():
+    outcome = place_fleet(fleet_dict(), [])
+    assert outcome.shortfalls() == []
+    by_dep = outcome.by_deployment()
+    assert len({r["cluster"] for r in by_dep["qwen-demo"]}) == 3
+    assert [r["cluster"] for r in by_dep["deepseek-v3"]] == ["onprem-a"]
+    assert outcome.changed
+    assert outcome.table()[0].split()[:3] == ["DEPLOYMENT", "DESIRED", "SCHEDULED"]
+
+
+def test_read_back_from_rendered_services_is_sticky_and_unchanged():
+    fleet = fleet_dict()
+    first = place_fleet(fleet, [])
+    rendered = fleet_manifests(fleet, first.replicas)
+    observed = observed_replicas(services(rendered))
+    assert {(r["deployment"], r["cluster"], r["index"]) for r in observed} == {
+        (r["deployment"], r["cluster"], r["index"]) for r in first.replicas
+    }
+    second = place_fleet(fleet, observed)
+    assert not second.changed
+    assert sorted(r["name"] for r in second.replicas) == sorted(r["name"] for r in first.replicas)
+
+
+def test_deployments_share_capacity_in_list_order():
+    data = example_fleet()
+    # Two 8-GPU deployments competing for the on-prem DGX pool (4 nodes) only.
+    big = data["deployments"][1]
+    big["clusters"] = "gpufleet_clusters:&onprem"
+    big["replicas"] = 3
+    data["deployments"][2]["replicas"] = 2  # deepseek gang: 2 nodes per replica
+    outcome = place_fleet(fleet_dict(data), [])
+    assert outcome.results["llama-70b"]["scheduled"] == 3
+    # 4 nodes - 3 used = 1 node left: not enough for a 2-node gang.
+    assert outcome.results["deepseek-v3"]["scheduled"] == 0
+    assert outcome.shortfalls() == ["deepseek-v3"]
+    assert any("deepseek-v3" in line for line in outcome.explain())
+
+
+def test_unreachable_cluster_keeps_its_replicas_and_takes_no_new_ones():
+    fleet = fleet_dict()
+    first = place_fleet(fleet, [])
+    victim = next(r["cluster"] for r in first.by_deployment()["qwen-demo"])
+    # The cluster cannot be read: its replicas come from the last run's record only.
+    observed = [r for r in first.replicas if r["cluster"] != victim] + [
+        r for r in first.replicas if r["cluster"] == victim
+    ]
+    second = place_fleet(fleet, observed, unreachable=[victim])
+    assert not second.changed
+    assert [r["name"] for r in second.by_cluster()[victim]] == [r["name"] for r in first.by_cluster()[victim]]
+    # Scaling up never lands on the unreachable cluster.
+    data = example_fleet()
+    data["deployments"][0]["replicas"] = 6
+    third = place_fleet(fleet_dict(data), first.replicas, unreachable=[victim])
+    new = {r["name"] for r in third.replicas} - {r["name"] for r in first.replicas}
+    assert new and all(r["cluster"] != victim for r in third.replicas if r["name"] in new)
+
+
+def test_drained_cluster_loses_its_replicas():
+    fleet = fleet_dict()
+    first = place_fleet(fleet, [])
+    drained = first.by_deployment()["qwen-demo"][0]["cluster"]
+    second = place_fleet(fleet, first.replicas, drained=[drained])
+    assert drained not in {r["cluster"] for r in second.by_deployment()["qwen-demo"]}
+    assert second.results["qwen-demo"]["scheduled"] == 3
+
+
+def test_cordoned_cluster_keeps_replicas_but_takes_no_new_ones():
+    fleet = fleet_dict()
+    first = place_fleet(fleet, [])
+    cordoned = first.by_deployment()["qwen-demo"][0]["cluster"]
+    second = place_fleet(fleet, first.replicas, cordoned=[cordoned])
+    assert not second.changed
+    data = example_fleet()
+    data["deployments"][0]["replicas"] = 6
+    third = place_fleet(fleet_dict(data), first.replicas, cordoned=[cordoned])
+    on_cordoned = [r for r in third.by_deployment()["qwen-demo"] if r["cluster"] == cordoned]
+    assert len(on_cordoned) == 1
+
+
+def test_replicas_of_removed_deployments_are_dropped():
+    fleet = fleet_dict()
+    first = place_fleet(fleet, [])
+    data = example_fleet()
+    del data["deployments"][2]
+    second = place_fleet(fleet_dict(data), first.replicas)
+    assert "deepseek-v3" not in {r["deployment"] for r in second.replicas}
+
+
+def test_fleet_manifests_has_every_cluster_and_only_placed_objects():
+    fleet = fleet_dict()
+    outcome = place_fleet(fleet, [])
+    objects = fleet_manifests(fleet, outcome.replicas)
+    assert sorted(objects) == ["eks-us-east-1", "gke-europe-west4", "gke-us-central1", "onprem-a"]
+    for cluster, objs in objects.items():
+        assert all(o["metadata"]["labels"]["gpufleet.io/cluster"] == cluster for o in objs)
+    kinds = {o["kind"] for o in objects["onprem-a"]}
+    assert "LeaderWorkerSet" in kinds
+
+
+def test_unreadable_annotation_is_an_error():
+    bad = {"metadata": {"name": "svc", "annotations": {PLACEMENT_ANNOTATION: "{not json"}}}
+    with pytest.raises(GpufleetError, match="unreadable"):
+        observed_replicas([bad])
+
+
+def test_duplicates_are_read_once():
+    record = {"deployment": "d", "cluster": "c", "index": 0, "name": "d-1"}
+    svc = {"metadata": {"name": "a", "annotations": {PLACEMENT_ANNOTATION: json.dumps(record)}}}
+    assert observed_replicas([svc, svc, {"metadata": {"name": "plain"}}]) == [record]
+
+
+def test_explain_lines_flatten_clusters_and_pools():
+    lines = explain_lines(
+        {"b": {"code": "NotReady", "reason": "cluster is not ready"}, "a": {"reason": "no pool", "pools": {"l4": "x"}}}
+    )
+    assert lines == ["a: no pool", "  a/l4: x", "b: cluster is not ready"]
