@@ -12,9 +12,10 @@ for f in plugins/modules/*.py; do
   ansible-doc -t module "gpufleet.serving.$name" >/dev/null
   echo "ansible-doc module gpufleet.serving.$name: ok"
 done
-for f in plugins/filter/*.py; do
+# One YAML doc sidecar per filter (a .py file may hold several filters).
+for f in plugins/filter/*.yml; do
   [ -e "$f" ] || continue
-  name=$(basename "$f" .py)
+  name=$(basename "$f" .yml)
   ansible-doc -t filter "gpufleet.serving.$name" >/dev/null
   echo "ansible-doc filter gpufleet.serving.$name: ok"
 done
