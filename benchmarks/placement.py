@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark replica placement (design.md §4) on a large synthetic fleet.
 
 Generates 500 clusters x 4 node pools over 4 GPU inference classes (real device attributes and usable memory), and
@@ -344,7 +343,7 @@ def _placements(result: dict[str, Any]) -> list[tuple[str, int, tuple[str, ...]]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--clusters", type=int, default=500)
     parser.add_argument("--pools", type=int, default=4)
     parser.add_argument("--deployments", type=int, default=20)
@@ -356,7 +355,14 @@ def main() -> int:
     args = parser.parse_args()
 
     clusters, deployments = fleet(args.clusters, args.pools, args.deployments, args.replicas, args.seed)
-    selectors = {s["cel"] for d in deployments for e in d["engines"] for m in e["members"] for r in m["node_selector"]["devices"] for s in r["selectors"]}  # fmt: skip
+    selectors = {
+        s["cel"]
+        for d in deployments
+        for e in d["engines"]
+        for m in e["members"]
+        for r in m["node_selector"]["devices"]
+        for s in r["selectors"]
+    }
     shapes = device_shapes()
     pairs = len(selectors) * len(shapes)
     desired = sum(d["replicas"] for d in deployments)

@@ -61,7 +61,7 @@ def _per_second(fn, min_time: float = 0.3) -> float:
     elapsed = 0.0
     batch = 100
     while elapsed < min_time:
-        for _ in range(batch):
+        for _call in range(batch):
             fn()
         n += batch
         elapsed = time.perf_counter() - start
@@ -70,7 +70,7 @@ def _per_second(fn, min_time: float = 0.3) -> float:
 
 def _compile_ms(expression: str, repeat: int = 50) -> float:
     start = time.perf_counter()
-    for _ in range(repeat):
+    for _call in range(repeat):
         dra_cel._compile(expression)  # uncached: parse + check + plan
     return (time.perf_counter() - start) / repeat * 1000
 

@@ -55,6 +55,10 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.semver import (
     parse_semver,
 )
 
+# Exact type checks (``type(v) is int``) are deliberate throughout: CEL's types are not Python's subclass tree
+# (a bool is not an int, a UInt is not an int, a _DomainMap is not a plain map), so isinstance() would be wrong.
+# pylint: disable=unidiomatic-typecheck
+
 __all__ = [
     "COST_LIMIT",
     "MAX_EXPRESSION_BYTES",
@@ -558,7 +562,7 @@ class Parser:
             self._enter(t.pos)
             operand = self.member()
             self.depth -= 1
-            for _ in range(count):
+            for _repeat in range(count):
                 operand = Call(t.pos, "!_", None, [operand])
             return operand
         if t.kind == "op" and t.text == "-":
@@ -583,7 +587,7 @@ class Parser:
             else:
                 operand = self.member()
             self.depth -= 1
-            for _ in range(count):
+            for _repeat in range(count):
                 operand = Call(t.pos, "-_", None, [operand])
             return operand
         return self.member()
@@ -718,7 +722,7 @@ class Parser:
                     if self.tok.kind == "op" and self.tok.text == "?":
                         raise CelSyntaxError(
                             "Syntax error: optional map entries ('{?k: v}') are not supported by this engine",
-                            self.tok.pos,
+                            pos=self.tok.pos,
                         )
                     key = self.expr()
                     self.expect(":")
@@ -1421,7 +1425,7 @@ def _map_find(m: dict, k: Any) -> tuple[bool, Any]:
 def _cel_cmp(fn: str, a: Any, b: Any) -> int:
     ta, tb = type(a), type(b)
     if (ta is int or ta is float or ta is UInt) and (tb is int or tb is float or tb is UInt):
-        if a != a or b != b:  # NaN
+        if (ta is float and math.isnan(a)) or (tb is float and math.isnan(b)):
             raise _CelError("NaN values cannot be ordered")
         return (a > b) - (a < b)
     if ta is tb and ta in (str, bytes, bool):
@@ -1484,7 +1488,7 @@ def _arith(fn: str, a: Any, b: Any) -> Any:
             return a * b
         if fn == "_/_":
             if b == 0.0:
-                if a != a or a == 0.0:
+                if math.isnan(a) or a == 0.0:
                     return math.nan
                 return math.copysign(math.inf, a) * math.copysign(1.0, b)
             return a / b
@@ -1587,7 +1591,7 @@ def _to_int(v: Any) -> int:
             raise _CelError("range error converting uint to int")
         return int(v)
     if t is float:
-        if v != v or v in (math.inf, -math.inf) or not (-9.223372036854775e18 <= v <= 9.223372036854775e18):
+        if math.isnan(v) or v in (math.inf, -math.inf) or not (-9.223372036854775e18 <= v <= 9.223372036854775e18):
             raise _CelError("range error converting double to int")
         return int(v)
     if t is str:
@@ -1609,7 +1613,7 @@ def _to_uint(v: Any) -> UInt:
             raise _CelError("range error converting int to uint")
         return UInt(v)
     if t is float:
-        if v != v or not (0 <= v < 1.8446744073709552e19):
+        if math.isnan(v) or not (0 <= v < 1.8446744073709552e19):
             raise _CelError("range error converting double to uint")
         return UInt(int(v))
     if t is str:
@@ -1637,7 +1641,7 @@ def _to_double(v: Any) -> float:
 
 def _go_format_double(f: float) -> str:
     """Go's strconv.FormatFloat(f, 'g', -1, 64), as cel-go's string(double)."""
-    if f != f:
+    if math.isnan(f):
         return "NaN"
     if f == math.inf:
         return "+Inf"
@@ -2018,10 +2022,10 @@ def _min_max(fn: str, v: Any) -> Any:
     return best
 
 
-def _sets_contains(a: Any, b: Any) -> bool:
-    _list_arg("sets.contains", a)
-    _list_arg("sets.contains", b)
-    return all(any(_cel_eq(x, y) for y in a) for x in b)
+def _sets_contains(lst: Any, sublist: Any) -> bool:
+    _list_arg("sets.contains", lst)
+    _list_arg("sets.contains", sublist)
+    return all(any(_cel_eq(x, y) for y in lst) for x in sublist)
 
 
 def _sets_equivalent(a: Any, b: Any) -> bool:
@@ -2403,7 +2407,7 @@ def _children(n: Node) -> list[Node]:
     if isinstance(n, Comp):
         return [n.range, n.step] + ([n.filter] if n.filter is not None else [])
     if isinstance(n, StructLit):
-        return [v for _, v in n.fields]
+        return [v for _field, v in n.fields]
     return []
 
 

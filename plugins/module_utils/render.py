@@ -612,7 +612,8 @@ def _service(ctx: _Context, replica: _Replica, labels: dict[str, str], gang_kser
 
 def _http_route(ctx: _Context, replica: _Replica, labels: dict[str, str]) -> dict[str, Any]:
     gw = ctx.gateway
-    assert gw is not None
+    if gw is None:
+        raise AssertionError("HTTPRoute rendered without a gateway")  # pragma: no cover
     parent: dict[str, Any] = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": gw.name}
     if gw.namespace:
         parent["namespace"] = gw.namespace
@@ -724,7 +725,8 @@ def _leader_worker_set(
     ctx: _Context, engine: Engine, placed: _EnginePlacement, name: str, labels: dict[str, str], pods: dict[str, _Pod]
 ) -> dict[str, Any]:
     worker = next(m for m in engine.members if m.role == "Worker")
-    assert worker.worker is not None
+    if worker.worker is None:
+        raise AssertionError("gang Worker member has no worker block")  # pragma: no cover
     leader_meta, leader_spec = pods["Leader"]
     worker_meta, worker_spec = pods["Worker"]
     return {
@@ -781,7 +783,8 @@ def _llm_inference_service(
     spec["template"] = serving_spec
     if engine.is_gang:
         worker = next(m for m in engine.members if m.role == "Worker")
-        assert worker.worker is not None
+        if worker.worker is None:
+            raise AssertionError("gang Worker member has no worker block")  # pragma: no cover
         size = 1 + worker.worker.nodes
         spec["worker"] = pods["Worker"][1]
         if any(ref.endswith("worker-data-parallel") for ref in refs):
@@ -1074,7 +1077,8 @@ def _tidy_container(container: dict[str, Any]) -> dict[str, Any]:
 
 def _point_vllm_at_cache(ctx: _Context, container: dict[str, Any], where: str, *, check_hub_model: bool) -> None:
     """Make vLLM load the mounted cache: ``--model=/mnt/models`` unless the container names a model itself."""
-    assert ctx.cache is not None
+    if ctx.cache is None:
+        raise AssertionError("vLLM pointed at a cache that is not mounted")  # pragma: no cover
     tokens = _tokens(container)
     named = _model_arg(container, tokens)
     repo = ctx.cache.source.hugging_face.repo if ctx.cache.source.hugging_face else None

@@ -134,14 +134,14 @@ def _api_file_part(api_version: str) -> str:
 
 @functools.cache
 def _k8s_validator(version: str, api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
-    registry, _ = _k8s_registry(version)
+    registry = _k8s_registry(version)[0]
     path = _kv_root() / _version_dir(version) / f"{kind.lower()}-{_api_file_part(api_version)}.json"
     if not path.is_file():
         return None
     schema = json.loads(path.read_text())
     # The per-kind files are generic over the group name; make sure this is really the group asked for.
     gvks = schema.get("x-kubernetes-group-version-kind") or []
-    group, _, ver = api_version.rpartition("/")
+    group, _sep, ver = api_version.rpartition("/")
     if gvks and not any(
         g.get("group", "") == group and g.get("version") == ver and g.get("kind") == kind for g in gvks
     ):
@@ -268,7 +268,7 @@ def label_errors(labels: Any, where: str) -> list[str]:
         return [f"{where}: must be a mapping"]
     errors = []
     for key, value in labels.items():
-        prefix, _, name = str(key).rpartition("/")
+        prefix, _sep, name = str(key).rpartition("/")
         if (prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix))) or (
             len(name) > 63 or not LABEL_NAME.match(name)
         ):

@@ -149,7 +149,7 @@ def pod_templates(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], di
 
 
 def pods(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {where: spec for where, _, spec in pod_templates(obj)}
+    return {where: spec for where, _labels, spec in pod_templates(obj)}
 
 
 def engine_container(spec: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +216,7 @@ def test_auto_picks_per_engine_and_the_service_selects_every_engines_serving_pod
     assert lws["spec"]["replicas"] == 2
     assert lws["spec"]["leaderWorkerTemplate"]["size"] == 4
     selector = one(objs, "Service")["spec"]["selector"].items()
-    templates = {(o["kind"], w): labels for o in objs for w, labels, _ in pod_templates(o)}
+    templates = {(o["kind"], w): labels for o in objs for w, labels, _spec in pod_templates(o)}
     assert selector <= templates[("Deployment", "template")].items()
     assert selector <= templates[("LeaderWorkerSet", "leaderTemplate")].items()
     assert not selector <= templates[("LeaderWorkerSet", "workerTemplate")].items()
@@ -293,7 +293,7 @@ def test_synthetic_requests_are_never_claimed(synthetic):
 
 def _all_containers(objs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     for obj in objs:
-        for _, _, spec in pod_templates(obj):
+        for _where, _labels, spec in pod_templates(obj):
             yield from spec.get("containers", [])
             yield from spec.get("initContainers", [])
 
@@ -678,7 +678,7 @@ def test_kserve_engine_container_must_be_first():
 
 
 LABEL_SHAPES = {
-    "deployment": lambda: deployment(),
+    "deployment": deployment,
     "lws": lambda: deployment(members=gang()),
     "kserve": lambda: deployment(members=gang(), backend="kserve", gateway={"name": "gw"}),
 }
@@ -701,7 +701,7 @@ def test_everything_rendered_carries_the_placement_labels(shape):
         assert expected.items() <= obj["metadata"]["labels"].items(), obj["kind"]
         if obj["kind"] == "ResourceClaimTemplate":
             assert expected.items() <= obj["spec"]["metadata"]["labels"].items()
-        for where, labels, _ in pod_templates(obj):
+        for where, labels, _spec in pod_templates(obj):
             assert expected.items() <= labels.items(), where
             assert labels["gpufleet.io/engine"] == "main"
     placement = json.loads(one(objs, "Service")["metadata"]["annotations"]["gpufleet.io/placement"])
@@ -917,7 +917,8 @@ def test_to_plain_strips_subclasses_and_reads_through_the_protocol():
     assert dict(value)["b"] is not None and isinstance(dict(value)["b"], Lazy)  # the raw storage is not the value
     plain = to_plain(value)
     assert plain == {"a": ["x", 1, True, 2.5, None], "b": "lazy"}
-    assert type(plain) is dict and type(plain["a"]) is list and type(plain["a"][0]) is str
+    # Exact types on purpose: a TaggedList/TaggedStr (subclasses of list/str) must not survive to_plain().
+    assert type(plain) is dict and type(plain["a"]) is list and type(plain["a"][0]) is str  # pylint: disable=unidiomatic-typecheck
     with pytest.raises(GpufleetError, match=r"value\.s: set is not plain data"):
         to_plain({"s": {1, 2}})
     with pytest.raises(GpufleetError, match="keys must be strings"):
@@ -933,7 +934,8 @@ def test_tagged_input_renders_like_plain_input():
     )
     assert tagged == expected
     assert json.dumps(tagged) == json.dumps(expected)
-    assert all(type(o) is dict for o in tagged)
+    # Exact type on purpose: no tagged (dict subclass) object may reach the output.
+    assert all(type(o) is dict for o in tagged)  # pylint: disable=unidiomatic-typecheck
 
 
 # --------------------------------------------------------------------------------------------------------------------
