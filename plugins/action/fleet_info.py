@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
@@ -15,11 +14,11 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import (
     DEPLOYMENTS_VAR,
     validate_fleet,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.inventory import (
     FLEET_GROUP,
     host_groups,
     pattern_resolver,
-    to_plain,
 )
 
 
@@ -40,27 +39,25 @@ class ActionModule(ActionBase):
                 "check_selectors": {"type": "bool", "default": True},
             }
         )[1]
-        groups = to_plain(task_vars.get("groups", {}))
-        group = args["group"]
-        if group not in groups:
-            raise AnsibleActionFail(
-                f"fleet_info: inventory group {group!r} does not exist: put every fleet cluster in it"
-            )
-        hostvars = task_vars.get("hostvars", {})
-        wanted = set(CLUSTER_VARS.values())
-        hosts = {}
-        for name in groups[group]:
-            hv = hostvars[name]
-            hosts[name] = {var: to_plain(hv[var]) for var in wanted if var in hv}
-
-        def arg_or_var(option: str, var: str) -> Any:
-            value = args.get(option)
-            if value is None:
-                # task_vars hold variables as written: template them (a var may be "{{ other_var }}").
-                value = self._templar.template(task_vars.get(var))
-            return to_plain(value)
-
         try:
+            groups = to_plain(task_vars.get("groups", {}))
+            group = args["group"]
+            if group not in groups:
+                raise GpufleetError(f"inventory group {group!r} does not exist: put every fleet cluster in it")
+            hostvars = task_vars.get("hostvars", {})
+            wanted = set(CLUSTER_VARS.values())
+            hosts = {}
+            for name in groups[group]:
+                hv = hostvars[name]
+                hosts[name] = {var: to_plain(hv[var], f"hostvars[{name!r}].{var}") for var in wanted if var in hv}
+
+            def arg_or_var(option: str, var: str) -> Any:
+                value = args.get(option)
+                if value is None:
+                    # task_vars hold variables as written: template them (a var may be "{{ other_var }}").
+                    value = self._templar.template(task_vars.get(var))
+                return to_plain(value, var)
+
             fleet = validate_fleet(
                 classes=arg_or_var("inference_classes", CLASSES_VAR),
                 hosts=hosts,

@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy impo
     place_fleet,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects
-from ansible_collections.gpufleet.serving.plugins.plugin_utils.inventory import to_plain
+from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
 
 
 class ActionModule(ActionBase):
@@ -36,10 +36,10 @@ class ActionModule(ActionBase):
                 "cordoned": {"type": "list", "elements": "str", "default": []},
             }
         )[1]
-        fleet = to_plain(args["fleet"])
-        unreachable = set(to_plain(args["unreachable"]))
         try:
-            objects = list(to_plain(args["observed_objects"]))
+            fleet = to_plain(args["fleet"], "fleet")
+            unreachable = set(to_plain(args["unreachable"], "unreachable"))
+            objects = list(to_plain(args["observed_objects"], "observed_objects"))
             if args["render_dir"]:
                 # The per-replica Service carries the placement annotation: only Services are read.
                 objects.extend(
@@ -50,13 +50,15 @@ class ActionModule(ActionBase):
                 )
             observed = [r for r in observed_replicas(objects) if r["cluster"] not in unreachable]
             # A cluster that could not be read keeps the replicas it had at the last successful run.
-            observed += [r for r in to_plain(args["fallback_replicas"]) if r.get("cluster") in unreachable]
+            observed += [
+                r for r in to_plain(args["fallback_replicas"], "fallback_replicas") if r.get("cluster") in unreachable
+            ]
             outcome = place_fleet(
                 fleet,
                 observed,
                 unreachable=unreachable,
-                drained=to_plain(args["drained"]),
-                cordoned=to_plain(args["cordoned"]),
+                drained=to_plain(args["drained"], "drained"),
+                cordoned=to_plain(args["cordoned"], "cordoned"),
             )
         except GpufleetError as exc:
             result.update(failed=True, msg=f"fleet_placement: {exc}")

@@ -8,7 +8,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import sync
-from ansible_collections.gpufleet.serving.plugins.plugin_utils.inventory import to_plain
+from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
 
 
 class ActionModule(ActionBase):

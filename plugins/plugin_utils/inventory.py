@@ -1,4 +1,4 @@
-"""Controller-side helpers shared by the collection's action plugins: plain data and host patterns."""
+"""Controller-side helpers shared by the collection's action plugins: the fleet group and host patterns."""
 
 from __future__ import annotations
 
@@ -11,25 +11,6 @@ from ansible.inventory.manager import InventoryManager
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 
 FLEET_GROUP = "gpufleet_clusters"
-
-
-def to_plain(value: Any) -> Any:
-    """Strip Ansible's data tags / lazy containers: plain dict, list, str, int, float, bool, None."""
-    if value is None or type(value) in (str, int, float, bool):
-        return value
-    if isinstance(value, Mapping):
-        return {to_plain(k): to_plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    return value
 
 
 def pattern_resolver(loader: Any, groups: Mapping[str, Any]) -> Callable[[str], list[str]]:
