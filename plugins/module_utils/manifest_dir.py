@@ -23,7 +23,15 @@ try:
 
     # libyaml when available: the render directory can hold thousands of files.
     _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+    class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+        """Multi-line strings (scripts, configs) as literal blocks, so GitOps diffs stay readable."""
+
+    def _str(dumper: Any, value: str) -> Any:
+        style = "|" if "\n" in value and not any(c in value for c in "\r\t") and value == value.strip(" ") else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    _Dumper.add_representer(str, _str)
     HAS_YAML = True
     YAML_IMPORT_ERROR = None
 except ImportError:  # pragma: no cover - ansible-core always ships PyYAML
