@@ -25,9 +25,11 @@ counts evaluation cost so that an expression exceeding Kubernetes' limit of
 function list, the cost model and the documented divergences.
 
 Parsing, checking and evaluation are implemented here on the standard library
-only: cel-python (``celpy``) was measured and is not used at run time (it has no
-type checker or cost hook, and its runners are 5-30x slower on these selectors);
-see the design notes in ``docs/selectors.md``.
+only: cel-python (``celpy`` 0.5.0, cloud-custodian/cel-python) was measured and is
+not used at run time: it has no cel-go type checker (so "does not compile in
+Kubernetes" cannot be enforced) and no cost accounting (so the 1,000,000 limit cannot
+be enforced), and its runners are 5-30x slower on these selectors; see the design
+notes in ``docs/selectors.md``.
 """
 
 from __future__ import annotations

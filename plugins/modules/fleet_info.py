@@ -58,7 +58,6 @@ attributes:
     description: Runs on the controller as an action plugin.
 requirements:
   - pydantic >= 2
-  - cel-python >= 0.5.0
 notes:
   - Run it once (C(run_once=true)) in a play over the fleet group, or on C(localhost) with the inventory loaded.
 seealso:

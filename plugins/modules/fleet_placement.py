@@ -68,7 +68,6 @@ attributes:
     description: Runs on the controller.
 requirements:
   - pydantic >= 2
-  - cel-python >= 0.5.0
 seealso:
   - module: gpufleet.serving.replica_placement
   - module: gpufleet.serving.fleet_info
