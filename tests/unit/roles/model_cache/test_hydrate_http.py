@@ -1,0 +1,239 @@
+"""The hydrator against a local HTTP server with Range support (and its failure modes)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydrate_support import HYDRATE, BlobServer, blob, read_manifest, sha256, tree, wait_for
+
+BIG = blob(42, 1_000_000)
+
+
+def args(url: str, dest: Path, *extra: str) -> list[str]:
+    return [
+        "--source",
+        url,
+        "--dest",
+        str(dest),
+        "--chunk-size",
+        "64K",
+        "--workers",
+        "4",
+        "--progress-interval",
+        "0",
+        "--retry-wait",
+        "0.01",
+        *extra,
+    ]
+
+
+def gets(srv: BlobServer) -> list[dict]:
+    return [r for r in srv.requests if r["method"] == "GET"]
+
+
+def test_single_file_in_parallel_ranges(http_server: BlobServer, tmp_path: Path, hyd) -> None:
+    http_server.put("/files/model.bin", BIG)
+    res = hyd(*args(f"{http_server.url}/files/model.bin", tmp_path / "d"))
+    assert res.rc == 0, res
+    assert tree(tmp_path / "d") == {"model.bin": BIG}
+    ranges = [r["range"] for r in gets(http_server) if r["range"] and r["range"] != "bytes=0-0"]
+    assert len(ranges) == 16  # 1 MB in 64 KiB chunks
+    m = read_manifest(tmp_path / "d")
+    assert m["files"] == [
+        {"path": "model.bin", "size": len(BIG), "sha256": sha256(BIG), "source_id": m["files"][0]["source_id"]}
+    ]
+    assert m["revision"]["resolved"] == http_server.etags["/files/model.bin"]
+
+
+def test_rerun_sends_no_request(http_server: BlobServer, tmp_path: Path, hyd) -> None:
+    http_server.put("/m.bin", BIG)
+    assert hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d")).rc == 0
+    n = len(http_server.requests)
+    res = hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d"))
+    assert res.rc == 0 and "already hydrated" in res.out
+    assert len(http_server.requests) == n
+
+
+def test_server_without_range_support(http_server: BlobServer, tmp_path: Path, hyd) -> None:
+    http_server.ranges = False
+    http_server.put("/m.bin", BIG)
+    res = hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d"))
+    assert res.rc == 0, res
+    assert tree(tmp_path / "d") == {"m.bin": BIG}
+    assert len(gets(http_server)) == 2  # probe + one full download
+
+
+def test_transient_errors_are_retried(http_server: BlobServer, tmp_path: Path, hyd) -> None:
+    http_server.put("/m.bin", BIG)
+    http_server.fail_next = 3  # 503 to the probe and the first downloads
+    http_server.drop_next = 2  # then connections cut half-way through a body
+    res = hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d", "--workers", "1"))
+    assert res.rc == 0, res
+    assert res.out.count("retry") >= 5
+    assert tree(tmp_path / "d") == {"m.bin": BIG}
+
+
+def test_retries_exhausted_exit_7(http_server: BlobServer, tmp_path: Path, hyd) -> None:
+    http_server.put("/m.bin", BIG)
+    http_server.fail_chunks_next = 10**6  # the probe works, every download answers 503
+    res = hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d", "--retries", "1"))
+    assert res.rc == 7, res
+    assert "HTTP 503" in res.err and "gave up after 1 retries" in res.err
+    http_server.fail_next = 10**6  # the listing/probe step retries too, then gives up
+    res = hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d", "--retries", "2"))
+    assert res.rc == 7 and "gave up after 2 retries" in res.err
+    assert not (tmp_path / "d" / ".gpufleet" / "manifest.json").exists()
+
+
+def test_digest_mismatch_is_refetched_then_fails_with_6(http_server: BlobServer, tmp_path: Path, hyd) -> None:
+    http_server.put("/m.bin", BIG)
+    url = f"{http_server.url}/m.bin#sha256={sha256(BIG)}"
+    http_server.corrupt_next = 1
+    res = hyd(*args(url, tmp_path / "d"))
+    assert res.rc == 0, res
+    assert "sha256: expected" in res.out and "fetching again" in res.out
+    assert tree(tmp_path / "d") == {"m.bin": BIG}
+
+    http_server.corrupt_next = 10**6
+    res = hyd(*args(url, tmp_path / "e", "--digest-retries", "1"))
+    assert res.rc == 6, res
+    assert "after 2 attempts" in res.err
+    assert not (tmp_path / "e" / "m.bin").exists()
+    assert not (tmp_path / "e" / ".gpufleet" / "manifest.json").exists()
+
+
+def test_not_found_and_unauthorized(http_server: BlobServer, tmp_path: Path, hyd) -> None:
+    res = hyd(*args(f"{http_server.url}/missing.bin", tmp_path / "d"))
+    assert res.rc == 4 and "404" in res.err
+    http_server.put("/private.bin", BIG)
+    http_server.basic_auth = ("alice", "s3cr3t-pw")
+    res = hyd(*args(f"{http_server.url}/private.bin", tmp_path / "d"))
+    assert res.rc == 3 and "401" in res.err
+    url = f"http://alice:s3cr3t-pw@127.0.0.1:{http_server.server_address[1]}/private.bin"
+    res = hyd(*args(url, tmp_path / "d"))
+    assert res.rc == 0, res
+    assert "s3cr3t-pw" not in res.out + res.err + (tmp_path / "d" / ".gpufleet" / "manifest.json").read_text()
+
+
+def test_disk_full_exits_5(http_server: BlobServer, tmp_path: Path, hyd, monkeypatch) -> None:
+    http_server.put("/m.bin", BIG)
+
+    class Tiny:
+        f_bavail = 10
+        f_frsize = 4096
+
+    monkeypatch.setattr(os, "statvfs", lambda path: Tiny)
+    res = hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d"))
+    assert res.rc == 5 and "needed" in res.err
+    monkeypatch.undo()
+
+    def enospc(fd, data, offset):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "pwrite", enospc)
+    res = hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d"))
+    monkeypatch.undo()
+    assert res.rc == 5 and "no space left" in res.err
+    assert not (tmp_path / "d" / ".gpufleet" / "manifest.json").exists()
+
+
+def hydrate_cmd(url: str, dest: Path, *extra: str) -> list[str]:
+    cmd = [sys.executable, str(HYDRATE), *args(url, dest, *extra)]
+    cmd[cmd.index("--chunk-size") + 1] = "256K"
+    cmd[cmd.index("--workers") + 1] = "2"
+    return cmd
+
+
+def kill_when(proc: subprocess.Popen, predicate) -> None:
+    try:
+        assert wait_for(predicate, timeout=30), "the hydrator made no progress"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def test_kill_and_resume_refetches_less(http_server: BlobServer, tmp_path: Path) -> None:
+    data = blob(5, 6 * 1024 * 1024)
+    http_server.put("/big.bin", data)
+    http_server.throttle_bps = 3 * 1024 * 1024  # per connection
+    dest = tmp_path / "d"
+    proc = subprocess.Popen(hydrate_cmd(f"{http_server.url}/big.bin", dest), stdout=subprocess.DEVNULL)
+    kill_when(proc, lambda: http_server.bytes_sent >= len(data) * 0.4)
+    assert not (dest / ".gpufleet" / "manifest.json").exists()
+    assert list((dest / ".gpufleet" / "partial").glob("*.part"))
+
+    http_server.throttle_bps = 0
+    before = http_server.bytes_sent
+    res = subprocess.run(hydrate_cmd(f"{http_server.url}/big.bin", dest), capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    refetched = http_server.bytes_sent - before
+    assert tree(dest) == {"big.bin": data}
+    assert refetched < len(data) * 0.75
+    stats = read_manifest(dest)["stats"]
+    assert stats["resumed_bytes"] > 0 and stats["resumed_bytes"] + stats["fetched_bytes"] == len(data)
+
+
+def test_crash_during_rehydrate_leaves_no_ready_marker(http_server: BlobServer, tmp_path: Path, hyd) -> None:
+    old, new = blob(1, 300_000), blob(2, 6 * 1024 * 1024)
+    http_server.put("/v1/model.bin", old)
+    http_server.put("/v2/model.bin", new)
+    dest = tmp_path / "d"
+    assert hyd(*args(f"{http_server.url}/v1/model.bin", dest)).rc == 0
+    assert (dest / ".gpufleet" / "manifest.json").exists()
+
+    http_server.throttle_bps = 2 * 1024 * 1024
+    proc = subprocess.Popen(hydrate_cmd(f"{http_server.url}/v2/model.bin", dest), stdout=subprocess.DEVNULL)
+    kill_when(proc, lambda: any(r["path"] == "/v2/model.bin" and r["range"] != "bytes=0-0" for r in gets(http_server)))
+    # the old manifest went first: a crash mid-rehydrate never leaves a stale "done" marker
+    assert not (dest / ".gpufleet" / "manifest.json").exists()
+    http_server.throttle_bps = 0
+    res = hyd(*args(f"{http_server.url}/v2/model.bin", dest, "--chunk-size", "256K"))
+    assert res.rc == 0, res
+    assert tree(dest) == {"model.bin": new}
+    assert read_manifest(dest)["source"]["uri"].endswith("/v2/model.bin")
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("ftp://example.org/x", "unsupported source"),
+        ("http://127.0.0.1:1/dir/", "single file"),
+        ("http://127.0.0.1:1/x.bin#md5=abc", "fragment"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path: Path, hyd, url: str, message: str) -> None:
+    res = hyd("--source", url, "--dest", str(tmp_path / "d"))
+    assert res.rc == 2 and message in res.err
+
+
+def test_dest_through_symlink_is_refused(http_server: BlobServer, tmp_path: Path, hyd) -> None:
+    http_server.put("/m.bin", b"x")
+    dest = tmp_path / "d"
+    (dest / ".gpufleet").parent.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (dest / ".gpufleet").symlink_to(tmp_path / "elsewhere")
+    res = hyd(*args(f"{http_server.url}/m.bin", dest))
+    assert res.rc == 2 and "symlink" in res.err
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_two_hydrators_on_one_volume_are_serialised(http_server: BlobServer, tmp_path: Path) -> None:
+    data = blob(6, 2 * 1024 * 1024)
+    http_server.put("/m.bin", data)
+    http_server.throttle_bps = 2 * 1024 * 1024
+    dest = tmp_path / "d"
+    first = subprocess.Popen(hydrate_cmd(f"{http_server.url}/m.bin", dest), stdout=subprocess.PIPE, text=True)
+    assert wait_for(lambda: http_server.bytes_sent > 0)
+    second = subprocess.run(hydrate_cmd(f"{http_server.url}/m.bin", dest), capture_output=True, text=True, check=False)
+    assert first.wait(30) == 0
+    assert second.returncode == 0, second.stderr
+    assert "another hydrator is working" in second.stdout
+    assert "already hydrated" in second.stdout  # it waited, then found the work done
+    assert http_server.bytes_sent == len(data) + 1  # fetched once (+ the 1-byte probe)
+    assert tree(dest) == {"m.bin": data}
