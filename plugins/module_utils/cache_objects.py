@@ -471,19 +471,7 @@ def hydration_job(cache: ModelCache, cluster: str, config_map: str, options: Hyd
         "securityContext": copy.deepcopy(dict(options.security_context)),
         "volumeMounts": mounts,
     }
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-    }
-    if options.service_account_name:
-        pod_spec["serviceAccountName"] = options.service_account_name
-    if options.pod_security_context:
-        pod_spec["securityContext"] = copy.deepcopy(dict(options.pod_security_context))
-    if options.node_selector:
-        pod_spec["nodeSelector"] = dict(options.node_selector)
-    if options.tolerations:
-        pod_spec["tolerations"] = [copy.deepcopy(dict(t)) for t in options.tolerations]
+    pod_spec = _job_pod_spec(options)
     if init_containers:
         pod_spec["initContainers"] = init_containers
     pod_spec["containers"] = [container]
@@ -566,19 +554,7 @@ def adopted_check_job(cache: ModelCache, cluster: str, options: HydrationOptions
         "securityContext": copy.deepcopy(dict(options.security_context)),
         "volumeMounts": [{"name": "models", "mountPath": MOUNT_PATH, "readOnly": True}],
     }
-    pod_spec: dict[str, Any] = {
-        "restartPolicy": "Never",
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-    }
-    if options.service_account_name:
-        pod_spec["serviceAccountName"] = options.service_account_name
-    if options.pod_security_context:
-        pod_spec["securityContext"] = copy.deepcopy(dict(options.pod_security_context))
-    if options.node_selector:
-        pod_spec["nodeSelector"] = dict(options.node_selector)
-    if options.tolerations:
-        pod_spec["tolerations"] = [copy.deepcopy(dict(t)) for t in options.tolerations]
+    pod_spec = _job_pod_spec(options)
     pod_spec["containers"] = [container]
     pod_spec["volumes"] = [
         {"name": "models", "persistentVolumeClaim": {"claimName": cache.claim_name, "readOnly": True}}
@@ -827,3 +803,21 @@ def summarize_status(
         "failed": counts["Failed"],
         "failures": [f"{r['cache']} on {r['cluster']}: {r['message']}" for r in rows if r["status"] == "Failed"],
     }
+
+
+def _job_pod_spec(options: HydrationOptions) -> dict[str, Any]:
+    """The pod spec every cache Job starts from: no service-account token, never restarted, scheduling options."""
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+    }
+    if options.service_account_name:
+        pod_spec["serviceAccountName"] = options.service_account_name
+    if options.pod_security_context:
+        pod_spec["securityContext"] = copy.deepcopy(dict(options.pod_security_context))
+    if options.node_selector:
+        pod_spec["nodeSelector"] = dict(options.node_selector)
+    if options.tolerations:
+        pod_spec["tolerations"] = [copy.deepcopy(dict(t)) for t in options.tolerations]
+    return pod_spec
