@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import traceback
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 
@@ -101,13 +101,10 @@ def check_quantity(value: Any) -> str:
     return text
 
 
-DnsLabel = Annotated[str, Field(min_length=1)]
-
-
 class _Strict(BaseModel):
     """Our own snake_case objects: unknown keys are errors (a typo must not be silently ignored)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 # --------------------------------------------------------------------------------------------------------------------
