@@ -476,24 +476,16 @@ def hydration_job(cache: ModelCache, cluster: str, config_map: str, options: Hyd
         pod_spec["initContainers"] = init_containers
     pod_spec["containers"] = [container]
     pod_spec["volumes"] = volumes
-    spec: dict[str, Any] = {
-        "backoffLimit": options.backoff_limit,
-        "activeDeadlineSeconds": options.active_deadline_seconds,
-    }
-    if options.ttl_seconds_after_finished is not None:
-        spec["ttlSecondsAfterFinished"] = options.ttl_seconds_after_finished
-    spec["template"] = {"metadata": {"labels": dict(lab)}, "spec": pod_spec}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job_name(cache, spec),
-            "namespace": cache.namespace,
-            "labels": dict(lab),
-            "annotations": _source_annotations(cache),
-        },
-        "spec": spec,
-    }
+    return _job(
+        cache,
+        lab,
+        pod_spec,
+        options,
+        backoff_limit=options.backoff_limit,
+        deadline=options.active_deadline_seconds,
+        prefix=JOB_NAME_PREFIX,
+        annotations=_source_annotations(cache),
+    )
 
 
 # Read-only check of an adopted volume's completion manifest (the same rules the hydrator applies on a re-run:
@@ -559,20 +551,7 @@ def adopted_check_job(cache: ModelCache, cluster: str, options: HydrationOptions
     pod_spec["volumes"] = [
         {"name": "models", "persistentVolumeClaim": {"claimName": cache.claim_name, "readOnly": True}}
     ]
-    spec: dict[str, Any] = {"backoffLimit": 0, "activeDeadlineSeconds": 900}
-    if options.ttl_seconds_after_finished is not None:
-        spec["ttlSecondsAfterFinished"] = options.ttl_seconds_after_finished
-    spec["template"] = {"metadata": {"labels": dict(lab)}, "spec": pod_spec}
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": job_name(cache, spec, CHECK_JOB_PREFIX),
-            "namespace": cache.namespace,
-            "labels": dict(lab),
-        },
-        "spec": spec,
-    }
+    return _job(cache, lab, pod_spec, options, backoff_limit=0, deadline=900, prefix=CHECK_JOB_PREFIX)
 
 
 def cache_objects(
@@ -821,3 +800,29 @@ def _job_pod_spec(options: HydrationOptions) -> dict[str, Any]:
     if options.tolerations:
         pod_spec["tolerations"] = [copy.deepcopy(dict(t)) for t in options.tolerations]
     return pod_spec
+
+
+def _job(
+    cache: ModelCache,
+    lab: Mapping[str, str],
+    pod_spec: dict[str, Any],
+    options: HydrationOptions,
+    *,
+    backoff_limit: int,
+    deadline: int,
+    prefix: str,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A one-shot cache Job around ``pod_spec``, named by a hash of its spec (a changed spec is a new Job)."""
+    spec: dict[str, Any] = {"backoffLimit": backoff_limit, "activeDeadlineSeconds": deadline}
+    if options.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = options.ttl_seconds_after_finished
+    spec["template"] = {"metadata": {"labels": dict(lab)}, "spec": pod_spec}
+    metadata: dict[str, Any] = {
+        "name": job_name(cache, spec, prefix),
+        "namespace": cache.namespace,
+        "labels": dict(lab),
+    }
+    if annotations is not None:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
