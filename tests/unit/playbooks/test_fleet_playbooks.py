@@ -87,3 +87,19 @@ def test_drain_requires_a_fleet_cluster(tmp_path):
     assert proc.returncode != 0
     assert "Pass -e cluster=<one of" in proc.stdout
     assert not (inventory / "group_vars" / "all" / "gpufleet_drained.yml").exists()
+
+
+@pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
+def test_status_reports_without_writing(tmp_path):
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "inventories" / "example", inventory)
+    render = tmp_path / "rendered"
+    out = f"gpufleet_render_dir={render}"
+    playbook(inventory, "deploy.yml", "-e", out)
+    before = {p: p.stat().st_mtime_ns for p in render.rglob("*.yaml")}
+
+    assert "The fleet is placed as its deployments ask." in playbook(inventory, "status.yml", "-e", out)
+    drained = sorted(clusters_of(render, "qwen-demo"))[0]
+    report = playbook(inventory, "status.yml", "-e", out, "-e", f'{{"gpufleet_drained_clusters": ["{drained}"]}}')
+    assert "A deploy would change the placement of: qwen-demo" in report
+    assert {p: p.stat().st_mtime_ns for p in render.rglob("*.yaml")} == before
