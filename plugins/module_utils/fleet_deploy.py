@@ -95,32 +95,14 @@ class FleetPlacement:
         return lines
 
 
-def explain_lines(unschedulable: Any) -> list[str]:
-    """Flatten placement's ``unschedulable`` (per cluster, per pool) into readable lines."""
+def explain_lines(unschedulable: Mapping[str, Any] | None) -> list[str]:
+    """Flatten placement's ``unschedulable`` (``{cluster: {code, reason, pools: {pool: why}}}``) into lines."""
     lines: list[str] = []
-    if isinstance(unschedulable, Mapping):
-        for cluster in sorted(unschedulable):
-            entry = unschedulable[cluster]
-            if isinstance(entry, Mapping):
-                reason = entry.get("reason") or entry.get("message") or entry.get("code") or ""
-                lines.append(f"{cluster}: {reason}".rstrip(": "))
-                pools = entry.get("pools") or {}
-                if isinstance(pools, Mapping):
-                    for pool in pools:
-                        lines.append(f"  {cluster}/{pool}: {_text(pools[pool])}")
-            else:
-                lines.append(f"{cluster}: {_text(entry)}")
-    elif isinstance(unschedulable, list):
-        lines.extend(_text(item) for item in unschedulable)
+    for cluster in sorted(unschedulable or {}):
+        entry = unschedulable[cluster]
+        lines.append(f"{cluster}: {entry.get('reason') or entry.get('code', '')}")
+        lines.extend(f"  {cluster}/{pool}: {why}" for pool, why in (entry.get("pools") or {}).items())
     return lines
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return str(value.get("reason") or value.get("message") or json.dumps(value, sort_keys=True))
-    if isinstance(value, list):
-        return "; ".join(_text(v) for v in value)
-    return str(value)
 
 
 def fleet_clusters(
