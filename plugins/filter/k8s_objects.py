@@ -67,10 +67,19 @@ def workloads_pending(observed: Any, desired: Any) -> list[dict[str, str]]:
     return pending_workloads(observed, desired)
 
 
+def k8s_namespaces(objects: Any) -> list[dict[str, Any]]:
+    """A Namespace object for every distinct ``metadata.namespace`` of the input, sorted by name."""
+    if not isinstance(objects, list):
+        raise AnsibleFilterError("k8s_namespaces: the input must be a list of Kubernetes objects")
+    names = {_key(obj, "the input", "k8s_namespaces")[2] for obj in objects}
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in sorted(names) if n]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "k8s_missing_from": k8s_missing_from,
             "k8s_deployment_names": k8s_deployment_names,
+            "k8s_namespaces": k8s_namespaces,
             "workloads_pending": workloads_pending,
         }

@@ -114,3 +114,30 @@ def pending_workloads(observed: list[Mapping[str, Any]], desired: list[Mapping[s
                 }
             )
     return out
+
+
+def wait_ready(
+    list_kind: Callable[[str, str], list[Mapping[str, Any]]],
+    desired: list[Mapping[str, Any]],
+    timeout: float,
+    interval: float,
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> tuple[list[dict[str, str]], int]:
+    """Poll until every desired workload is ready or ``timeout`` seconds pass; return (pending, polls).
+
+    ``list_kind(api_version, kind)`` lists the objects of one kind (one call per waited kind and poll); its errors
+    propagate (a cluster that stops answering is a failure, not a timeout).
+    """
+    kinds = sorted({(str(o.get("apiVersion")), str(o.get("kind"))) for o in desired} & set(PREDICATES))
+    deadline = clock() + timeout
+    polls = 0
+    while True:
+        polls += 1
+        observed: list[Mapping[str, Any]] = []
+        for api_version, kind in kinds:
+            observed.extend(list_kind(api_version, kind))
+        pending = pending_workloads(observed, desired)
+        if not pending or clock() >= deadline:
+            return pending, polls
+        sleep(min(interval, max(deadline - clock(), 0)))

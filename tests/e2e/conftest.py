@@ -74,7 +74,7 @@ class Fleet:
             path,
             "GET",
             query_params=[("labelSelector", selector)] if selector else [],
-            response_type="object",
+            response_types_map={200: "object"},
             auth_settings=["BearerToken"],
             _return_http_data_only=True,
         )

@@ -1,0 +1,381 @@
+"""Apply mode end to end on a local fleet of three real control planes (scripts/localfleet, tests/e2e/inventory).
+
+The tests run in file order and build on each other, as a user's day does: deploy → re-run changes nothing → scale
+3→5→2 with stickiness → drain a cluster (replacements Ready before the old replicas go) → an API server stopped
+before and during a run → caches → status reads the placement back → teardown leaves nothing owned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, Fleet, wait_for
+
+sys.path.insert(0, str(REPO / ".venv" / "collections"))
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra_cel import compile_selector  # noqa: E402
+
+OWNER = "app.kubernetes.io/managed-by=gpufleet.serving"
+CHAT_ENGINE = "main"
+
+
+def recap(stdout: str) -> dict[str, dict[str, int]]:
+    out = {}
+    for host, counts in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", stdout, re.M):
+        out[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)}
+    return out
+
+
+def replicas(fleet: Fleet, deployment: str, skip: str = "") -> dict[tuple[str, int], str]:
+    """(cluster, index) -> replica name, read from the per-replica Services on every cluster (but ``skip``)."""
+    out = {}
+    for host in fleet.names:
+        if host == skip:
+            continue
+        for svc in fleet.list(host, "", "v1", "services", f"{OWNER},gpufleet.io/deployment={deployment}"):
+            labels = svc["metadata"]["labels"]
+            assert labels["gpufleet.io/cluster"] == host
+            out[(host, int(labels["gpufleet.io/replica-index"]))] = labels["gpufleet.io/replica"]
+    return out
+
+
+def workloads(fleet: Fleet, host: str) -> list[dict[str, Any]]:
+    return fleet.list(host, "apps", "v1", "deployments", OWNER) + fleet.list(
+        host, "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", OWNER
+    )
+
+
+def assert_all_ready(fleet: Fleet) -> None:
+    for host in fleet.names:
+        for w in workloads(fleet, host):
+            want = w["spec"]["replicas"]
+            status = w.get("status", {})
+            assert status.get("readyReplicas") == want, f"{host} {w['kind']} {w['metadata']['name']}: {status}"
+
+
+def slice_devices(fleet: Fleet, host: str) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(driver, pool, device) -> the device as CEL sees it."""
+    out = {}
+    for rs in fleet.list(host, "resource.k8s.io", "v1", "resourceslices"):
+        spec = rs["spec"]
+        for dev in spec["devices"]:
+            out[(spec["driver"], spec["pool"]["name"], dev["name"])] = {
+                "name": dev["name"],
+                "driver": spec["driver"],
+                "attributes": dev.get("attributes", {}),
+                "capacity": dev.get("capacity", {}),
+            }
+    return out
+
+
+# --- the fleet itself ---------------------------------------------------------------------------------------------
+
+
+def test_localfleet_publishes_the_inventory_pools(fleet: Fleet) -> None:
+    out = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "localfleet"), "status", str(fleet.state)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    nodes = {h: fleet.list(h, "", "v1", "nodes") for h in fleet.names}
+    pools = {h: sorted(n["metadata"]["labels"].get("gpufleet.io/pool", "-") for n in nodes[h]) for h in fleet.names}
+    assert pools["lf-alpha"] == ["-", "-", "h100x8", "h100x8", "l4", "l4", "l4"]
+    assert pools["lf-beta"] == ["-", "-", "l4", "l4"]
+    devices = slice_devices(fleet, "lf-alpha")
+    gpus = [k for k in devices if k[0] == "gpu.nvidia.com" and k[1] == "h100x8-0"]
+    nics = [k for k in devices if k[0] == "rdma.example.com" and k[1] == "h100x8-0"]
+    assert sorted(k[2] for k in gpus) == [f"gpu-{i}" for i in range(8)]
+    assert len(nics) == 2
+    assert devices[("gpu.nvidia.com", "l4-0", "gpu-0")]["capacity"] == {"memory": {"value": "23034Mi"}}
+    classes = {d["metadata"]["name"] for d in fleet.list("lf-alpha", "resource.k8s.io", "v1", "deviceclasses")}
+    assert classes == {"gpu.nvidia.com", "rdma.example.com"}
+    for n in nodes["lf-alpha"]:
+        if "gpufleet.io/pool" in n["metadata"]["labels"]:
+            assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in n["spec"]["taints"]
+
+
+# --- deploy ---------------------------------------------------------------------------------------------------------
+
+
+def test_deploy_runs_every_replica_on_its_pool_with_allocated_claims(fleet: Fleet) -> None:
+    fleet.playbook("deploy.yml")
+    assert_all_ready(fleet)
+    placed = {d: replicas(fleet, d) for d in ("chat", "tp8", "gang")}
+    assert sorted(c for c, _ in placed["chat"]) == ["lf-alpha", "lf-beta", "lf-gamma"]  # spread
+    assert len(placed["tp8"]) == 1 and len(placed["gang"]) == 1
+    checked_claims = 0
+    for host in fleet.names:
+        nodes = {n["metadata"]["name"]: n for n in fleet.list(host, "", "v1", "nodes")}
+        devices = slice_devices(fleet, host)
+        pods = fleet.list(host, "", "v1", "pods", OWNER)
+        claims = {
+            (c["metadata"]["namespace"], c["metadata"]["name"]): c
+            for c in fleet.list(host, "resource.k8s.io", "v1", "resourceclaims")
+        }
+        for pod in pods:
+            name = f"{host}/{pod['metadata']['name']}"
+            assert pod["status"]["phase"] == "Running", name
+            assert any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"]), name
+            pool = pod["metadata"]["labels"]["gpufleet.io/pool"]
+            assert nodes[pod["spec"]["nodeName"]]["metadata"]["labels"]["gpufleet.io/pool"] == pool, name
+            for status in pod["status"].get("resourceClaimStatuses", []):
+                claim = claims[(pod["metadata"]["namespace"], status["resourceClaimName"])]
+                results = claim["status"]["allocation"]["devices"]["results"]
+                requests = {r["name"]: r["exactly"] for r in claim["spec"]["devices"]["requests"]}
+                for request, spec in requests.items():
+                    got = [r for r in results if r["request"] == request]
+                    assert len(got) == spec.get("count", 1), f"{name} {request}: {got}"
+                    for r in got:
+                        assert r["pool"] == pod["spec"]["nodeName"], f"{name}: device from another node"
+                        device = devices[(r["driver"], r["pool"], r["device"])]
+                        for sel in spec.get("selectors", []):
+                            assert compile_selector(sel["cel"]["expression"]).matches(device), (name, sel, device)
+                checked_claims += 1
+    assert checked_claims == 3 + 1 + 2  # chat x3, tp8, gang leader + worker
+    for ns in ("chat-team", "big-models"):
+        assert fleet.core(fleet.names[0]).read_namespace(ns).metadata.name == ns
+
+
+def test_leaderworkerset_gang_lands_on_one_pool_with_leader_address(fleet: Fleet) -> None:
+    ((host, _),) = replicas(fleet, "gang")
+    pods = fleet.list(host, "", "v1", "pods", f"{OWNER},gpufleet.io/deployment=gang")
+    assert len(pods) == 2
+    assert {p["metadata"]["labels"]["gpufleet.io/pool"] for p in pods} == {"h100x8"}
+    assert len({p["spec"]["nodeName"] for p in pods}) == 2
+    for pod in pods:
+        env = [e["name"] for e in pod["spec"]["containers"][0]["env"]]
+        # LWS's webhook puts LWS_LEADER_ADDRESS first, so $(LWS_LEADER_ADDRESS) in our variables is expanded.
+        assert env.index("LWS_LEADER_ADDRESS") < env.index("GPUFLEET_LEADER_ADDRESS"), env
+        leader = next(e for e in pod["spec"]["containers"][0]["env"] if e["name"] == "LWS_LEADER_ADDRESS")
+        assert leader["value"].startswith("gang-"), leader
+
+
+def test_second_run_changes_nothing(fleet: Fleet) -> None:
+    def snapshot() -> dict[str, Any]:
+        # Deployment generations (a spec change bumps them) and every owned pod's uid (nothing was recreated).
+        # LeaderWorkerSet generations are left out: LWS's own webhook bumps them on any update, even a no-op apply.
+        return {
+            h: (
+                {
+                    d["metadata"]["name"]: d["metadata"]["generation"]
+                    for d in fleet.list(h, "apps", "v1", "deployments", OWNER)
+                },
+                sorted(p["metadata"]["uid"] for p in fleet.list(h, "", "v1", "pods", OWNER)),
+            )
+            for h in fleet.names
+        }
+
+    before = snapshot()
+    out = fleet.playbook("deploy.yml").stdout
+    counts = recap(out)
+    assert set(counts) == set(fleet.names)
+    assert all(c["changed"] == 0 for c in counts.values()), counts
+    assert snapshot() == before
+
+
+def test_scale_up_then_down_is_sticky(fleet: Fleet) -> None:
+    first = replicas(fleet, "chat")
+    fleet.set_deployment("chat", replicas=5)
+    fleet.playbook("deploy.yml")
+    up = replicas(fleet, "chat")
+    assert len(up) == 5
+    assert {k: up[k] for k in first} == first  # nobody moved or was renamed
+    assert_all_ready(fleet)
+    fleet.set_deployment("chat", replicas=2)
+    fleet.playbook("deploy.yml")
+    down = replicas(fleet, "chat")
+    assert len(down) == 2
+    assert {k: up[k] for k in down} == down  # survivors keep their identity
+    loads: dict[str, int] = {}
+    for cluster, _ in up:
+        loads[cluster] = loads.get(cluster, 0) + 1
+    # scale down drops from the most-loaded clusters first, highest index first
+    assert max(i for _, i in down) < max(i for _, i in up)
+    for host in fleet.names:
+        names = {w["metadata"]["name"] for w in workloads(fleet, host)}
+        for (cluster, _), replica in up.items():
+            if (cluster, _) not in down and cluster == host:
+                assert not any(n.startswith(replica) for n in names), f"{replica} still on {host}"
+    assert_all_ready(fleet)
+
+
+def test_drain_makes_replacements_ready_before_deleting(fleet: Fleet) -> None:
+    placed = replicas(fleet, "chat")
+    drained = sorted(c for c, _ in placed)[0]
+    events: list[tuple[float, str, str, str, int, int]] = []
+    stop = threading.Event()
+
+    def watch(host: str) -> None:
+        from kubernetes import client, watch
+
+        api = client.AppsV1Api(fleet.api(host))
+        w = watch.Watch()
+        with contextlib.suppress(Exception):  # the watch ends with the test (or when a later test stops a server)
+            for ev in w.stream(api.list_deployment_for_all_namespaces, label_selector=OWNER, timeout_seconds=90):
+                d = ev["object"]
+                events.append(
+                    (
+                        time.monotonic(),
+                        host,
+                        ev["type"],
+                        d.metadata.name,
+                        d.spec.replicas or 0,
+                        d.status.ready_replicas or 0,
+                    )
+                )
+                if stop.is_set():
+                    w.stop()
+
+    threads = [threading.Thread(target=watch, args=(h,), daemon=True) for h in fleet.names]
+    for t in threads:
+        t.start()
+    time.sleep(1)
+    fleet.playbook("drain.yml", "-e", f"cluster={drained}")
+    stop.set()
+
+    after = replicas(fleet, "chat")
+    assert len(after) == 2 and drained not in {c for c, _ in after}
+    old = {name for (c, _), name in placed.items() if c == drained}
+    new = {name for (c, _), name in after.items() if (c, _) not in placed}
+    assert old and new
+    deleted_at = [t for t, _, typ, name, *_ in events if typ == "DELETED" and any(name.startswith(o) for o in old)]
+    ready_at = [
+        t for t, _, _, name, want, ready in events if any(name.startswith(n) for n in new) and want and ready == want
+    ]
+    assert deleted_at, events
+    assert ready_at, events
+    assert min(ready_at) < min(deleted_at), "an old replica was deleted before its replacement was Ready"
+    # undrain: placement stays where it is (healthy replicas are never moved back)
+    fleet.playbook("drain.yml", "-e", f"cluster={drained}", "-e", "drain_state=absent")
+    assert replicas(fleet, "chat") == after
+
+
+def test_unreachable_cluster_keeps_its_replicas_and_fails_the_run(fleet: Fleet) -> None:
+    placed = {d: replicas(fleet, d) for d in ("chat", "tp8", "gang")}
+    victim = next(c for (c, _) in placed["gang"])
+    fleet.localfleet("stop", victim)
+    try:
+        fleet.set_deployment("chat", replicas=3)
+        proc = fleet.playbook("deploy.yml", check=False)
+        assert proc.returncode != 0
+        assert re.search(rf"Clusters not reconciled this run.*{victim}", proc.stdout), proc.stdout[-3000:]
+        # the others finished: chat reached 3 replicas without the victim taking a new one
+        chat = replicas(fleet, "chat", skip=victim)
+        kept = {k: v for k, v in placed["chat"].items() if k[0] == victim}
+        assert len(chat) + len(kept) == 3, (chat, kept)  # the others took the new replica; the victim's were kept
+        state = (fleet.work / "placement-state.json").read_text()
+        for name in placed["gang"].values():
+            assert name in state  # retained, not re-placed elsewhere
+    finally:
+        fleet.localfleet("start", victim)
+    fleet.playbook("deploy.yml")
+    assert replicas(fleet, "gang") == placed["gang"]
+    assert len(replicas(fleet, "chat")) == 3
+    assert_all_ready(fleet)
+
+
+def test_api_server_lost_mid_run_is_reported(fleet: Fleet) -> None:
+    placed = replicas(fleet, "chat")
+    victim = sorted({c for c, _ in placed})[-1]
+    fleet.set_deployment("chat", replicas=4)
+    proc = subprocess.Popen(
+        fleet.argv("deploy.yml"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**fleet.env(), "PYTHONUNBUFFERED": "1"},  # lines as they happen, so the server stops mid-run
+        cwd=REPO,
+    )
+    lines = []
+    stopped = False
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if not stopped and "Render every cluster's serving workloads" in line:
+            fleet.localfleet("stop", victim)
+            stopped = True
+    proc.wait()
+    out = "".join(lines)
+    try:
+        assert stopped, out[-3000:]
+        assert proc.returncode != 0, out[-3000:]
+        assert re.search(rf"Clusters not reconciled this run.*{victim}", out), out[-3000:]
+        counts = recap(out)
+        # the victim's reconcile failed (rescued); the others finished (the final report fails on the first host)
+        assert counts[victim]["rescued"] == 1, (victim, counts, out[-4000:])
+        assert all(counts[h]["rescued"] == 0 for h in fleet.names if h != victim), (victim, counts, out[-4000:])
+    finally:
+        fleet.localfleet("start", victim)
+    fleet.playbook("deploy.yml")
+    assert len(replicas(fleet, "chat")) == 4
+    assert_all_ready(fleet)
+
+
+# --- caches, status, teardown ---------------------------------------------------------------------------------------
+
+
+def test_caches_apply_and_hydration_job_completes(fleet: Fleet) -> None:
+    proc = fleet.playbook("caches.yml")
+    assert re.search(r"tiny-weights.*lf-alpha.*Ready", proc.stdout), proc.stdout[-3000:]
+    pvcs = fleet.list("lf-alpha", "", "v1", "persistentvolumeclaims")
+    assert [p["status"]["phase"] for p in pvcs if p["metadata"]["namespace"] == "chat-team"] == ["Bound"]
+    jobs = fleet.list("lf-alpha", "batch", "v1", "jobs")
+    assert any(
+        c["type"] == "Complete" and c["status"] == "True" for j in jobs for c in j["status"].get("conditions", [])
+    )
+    again = fleet.playbook("caches.yml")
+    assert all(c["changed"] == 0 for c in recap(again.stdout).values()), recap(again.stdout)
+
+
+def test_status_reads_the_placement_back_from_the_clusters(fleet: Fleet) -> None:
+    (fleet.work / "placement-state.json").unlink()  # status must not need it
+    out = fleet.playbook("status.yml").stdout
+    assert "The fleet is placed as its deployments ask." in out, out[-3000:]
+    line = next(ln for ln in out.splitlines() if re.match(r'\s*"chat\s', ln))
+    assert "4" in line
+
+
+def test_teardown_leaves_no_owned_object(fleet: Fleet) -> None:
+    fleet.playbook("teardown.yml", "-e", "teardown_confirm=true")
+    for host in fleet.names:
+
+        def clean(h: str = host) -> bool:
+            owned = []
+            for group, version, plural in (
+                ("", "v1", "services"),
+                ("", "v1", "pods"),
+                ("", "v1", "persistentvolumeclaims"),
+                ("", "v1", "configmaps"),
+                ("apps", "v1", "deployments"),
+                ("batch", "v1", "jobs"),
+                ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+                ("resource.k8s.io", "v1", "resourceclaimtemplates"),
+            ):
+                owned += fleet.list(h, group, version, plural, OWNER)
+            claims = [
+                c
+                for c in fleet.list(h, "resource.k8s.io", "v1", "resourceclaims")
+                if c["metadata"]["namespace"] in ("chat-team", "big-models")
+            ]
+            return not owned and not claims
+
+        wait_for(f"{host} to hold no owned object", clean, timeout=60)
+
+
+@pytest.fixture(autouse=True)
+def _log_on_failure(request: pytest.FixtureRequest, fleet: Fleet) -> Any:
+    yield
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        log = Path(fleet.work / "last-run.log")
+        if log.exists():
+            print(log.read_text()[-8000:])
