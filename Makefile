@@ -16,11 +16,15 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_NOCOLOR := 1
 export ANSIBLE_FORCE_COLOR := 0
 
-.PHONY: help setup demo test lint unit sanity ansible-lint molecule build docs-check clean bench
+.PHONY: help setup demo demo-live test lint unit sanity ansible-lint molecule build docs-check clean bench localfleet e2e
+
+# Where `make demo-live` keeps its local fleet (outside the checkout; removed by the target itself).
+LIVE_STATE ?= $(or $(TMPDIR),/tmp)/gpufleet-demo-live
 
 help:
 	@echo "make demo   - validate and render the example fleet offline (does its own setup)"
-	@echo "make test   - ruff, unit tests, ansible-test sanity, ansible-lint, molecule (does its own setup)"
+	@echo "make test   - ruff, unit tests, ansible-test sanity, ansible-lint, molecule, local-fleet e2e (does its own setup)"
+	@echo "make demo-live - the example fleet applied to local Kubernetes control planes (no GPU, no cloud)"
 
 $(STAMP): requirements-dev.txt requirements.txt
 	@test -n "$(PYTHON)" || { echo "No Python >= 3.11 found (PATH or pyenv)"; exit 1; }
@@ -38,8 +42,8 @@ demo: setup
 	$(BIN)/ansible-playbook -i inventories/example/hosts.yml playbooks/site.yml
 
 lint: setup
-	$(BIN)/ruff check plugins roles tests benchmarks
-	$(BIN)/ruff format --check plugins roles tests benchmarks
+	$(BIN)/ruff check plugins roles tests benchmarks scripts/localfleet
+	$(BIN)/ruff format --check plugins roles tests benchmarks scripts/localfleet
 	$(BIN)/yamllint -s .
 
 unit: setup
@@ -57,7 +61,25 @@ molecule: setup
 build: setup
 	scripts/build-check.sh
 
-test: lint unit sanity ansible-lint build molecule
+# The local fleet's binaries (Kubernetes, etcd, kwok, LWS), built once from Go modules and cached outside the repo.
+localfleet:
+	scripts/localfleet-build.sh
+
+# Apply mode end to end on a local fleet of three real control planes (tests/e2e).
+e2e: setup localfleet
+	$(BIN)/python -m pytest -p no:xdist -p no:cacheprovider -v tests/e2e
+
+# The example fleet, applied (site.yml) to local control planes; prints the placement and each cluster's pods and
+# devices, then tears the fleet down.
+demo-live: setup localfleet
+	@rm -rf $(LIVE_STATE); trap '$(BIN)/python scripts/localfleet down $(LIVE_STATE) >/dev/null 2>&1 || true' EXIT; \
+	$(BIN)/python scripts/localfleet up inventories/example $(LIVE_STATE) && \
+	$(BIN)/ansible-playbook -i inventories/example -i $(LIVE_STATE)/inventory playbooks/site.yml \
+	  -e gpufleet_mode=apply -e gpufleet_state_file=$(LIVE_STATE)/placement-state.json \
+	  -e '{"model_cache_secrets": {"hf-token": {"token": "demo-live-not-a-real-token"}}}' && \
+	$(BIN)/python scripts/localfleet show $(LIVE_STATE)
+
+test: lint unit sanity ansible-lint build molecule e2e
 	@echo "make test: all checks passed"
 
 # -P: benchmarks/selectors.py must not shadow the standard library's selectors module.

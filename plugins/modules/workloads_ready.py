@@ -98,14 +98,15 @@ polls:
   sample: 2
 """
 
-import time
+import time  # noqa: E402
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import wait_ready
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC  # noqa: E402
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client  # noqa: E402
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule  # noqa: E402
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException  # noqa: E402
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import wait_ready  # noqa: E402
 
 
 def main() -> None:
@@ -137,7 +138,7 @@ def main() -> None:
         )
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except Exception as exc:  # noqa: BLE001 - any API failure means this cluster stopped answering
+    except Exception as exc:  # any other API failure means this cluster stopped answering
         module.fail_json(msg=f"could not read the workloads' readiness: {exc}")
     if pending and params["fail_on_timeout"] and not module.check_mode:
         module.fail_json(

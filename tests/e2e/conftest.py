@@ -106,6 +106,8 @@ class Fleet:
             "model_deployment_wait_timeout=120",
             "-e",
             "model_deployment_poll_interval=1",
+            "-e",
+            "model_cache_poll_interval=1",
             *extra,
         ]
 

@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, Fleet, wait_for
 
 sys.path.insert(0, str(REPO / ".venv" / "collections"))
-from ansible_collections.gpufleet.serving.plugins.module_utils.dra_cel import compile_selector  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra_cel import compile_selector
 
 OWNER = "app.kubernetes.io/managed-by=gpufleet.serving"
 CHAT_ENGINE = "main"
