@@ -31,6 +31,10 @@ tar -C "$top" -cf - \
   --exclude=./.venv --exclude=./.git --exclude=./tests/output --exclude=./rendered --exclude='__pycache__' \
   --exclude=./.pytest_cache --exclude=./.ruff_cache --exclude=./.hypothesis --exclude=./benchmarks/out . \
   | tar -C "$work" -xf -
+# Collections this one builds on (galaxy.yml dependencies whose module_utils and doc fragments it imports) sit beside
+# it, as ansible-test expects; they come from the ansible package in the venv.
+deps=$("$py" -c 'import ansible_collections.kubernetes.core as m, os; print(list(m.__path__)[0])')
+mkdir -p "$work/../../kubernetes" && rm -rf "$work/../../kubernetes/core" && cp -r "$deps" "$work/../../kubernetes/core"
 cd "$work"
 pyver=$("$py" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 PATH="$top/.venv/bin:$PATH" ansible-test sanity --venv --python "$pyver" --color no "$@"

@@ -110,7 +110,7 @@ def test_deploy_runs_every_replica_on_its_pool_with_allocated_claims(fleet: Flee
     fleet.playbook("deploy.yml")
     assert_all_ready(fleet)
     placed = {d: replicas(fleet, d) for d in ("chat", "tp8", "gang")}
-    assert sorted(c for c, _ in placed["chat"]) == ["lf-alpha", "lf-beta", "lf-gamma"]  # spread
+    assert sorted(c for c, _i in placed["chat"]) == ["lf-alpha", "lf-beta", "lf-gamma"]  # spread
     assert len(placed["tp8"]) == 1 and len(placed["gang"]) == 1
     checked_claims = 0
     for host in fleet.names:
@@ -146,7 +146,9 @@ def test_deploy_runs_every_replica_on_its_pool_with_allocated_claims(fleet: Flee
 
 
 def test_leaderworkerset_gang_lands_on_one_pool_with_leader_address(fleet: Fleet) -> None:
-    ((host, _),) = replicas(fleet, "gang")
+    gang = replicas(fleet, "gang")
+    assert len(gang) == 1
+    host = next(iter(gang))[0]
     pods = fleet.list(host, "", "v1", "pods", f"{OWNER},gpufleet.io/deployment=gang")
     assert len(pods) == 2
     assert {p["metadata"]["labels"]["gpufleet.io/pool"] for p in pods} == {"h100x8"}
@@ -196,21 +198,21 @@ def test_scale_up_then_down_is_sticky(fleet: Fleet) -> None:
     assert len(down) == 2
     assert {k: up[k] for k in down} == down  # survivors keep their identity
     loads: dict[str, int] = {}
-    for cluster, _ in up:
+    for cluster, _i in up:
         loads[cluster] = loads.get(cluster, 0) + 1
     # scale down drops from the most-loaded clusters first, highest index first
-    assert max(i for _, i in down) < max(i for _, i in up)
+    assert max(key[1] for key in down) < max(key[1] for key in up)
     for host in fleet.names:
         names = {w["metadata"]["name"] for w in workloads(fleet, host)}
-        for (cluster, _), replica in up.items():
-            if (cluster, _) not in down and cluster == host:
-                assert not any(n.startswith(replica) for n in names), f"{replica} still on {host}"
+        for key, replica in up.items():
+            if key not in down and key[0] == host:
+                assert not any(n.startswith(replica) for n in names), f"{replica} still on {key[0]}"
     assert_all_ready(fleet)
 
 
 def test_drain_makes_replacements_ready_before_deleting(fleet: Fleet) -> None:
     placed = replicas(fleet, "chat")
-    drained = sorted(c for c, _ in placed)[0]
+    drained = sorted(c for c, _i in placed)[0]
     events: list[tuple[float, str, str, str, int, int]] = []
     stop = threading.Event()
 
@@ -243,14 +245,12 @@ def test_drain_makes_replacements_ready_before_deleting(fleet: Fleet) -> None:
     stop.set()
 
     after = replicas(fleet, "chat")
-    assert len(after) == 2 and drained not in {c for c, _ in after}
-    old = {name for (c, _), name in placed.items() if c == drained}
-    new = {name for (c, _), name in after.items() if (c, _) not in placed}
+    assert len(after) == 2 and drained not in {c for c, _i in after}
+    old = {name for key, name in placed.items() if key[0] == drained}
+    new = {name for key, name in after.items() if key not in placed}
     assert old and new
-    deleted_at = [t for t, _, typ, name, *_ in events if typ == "DELETED" and any(name.startswith(o) for o in old)]
-    ready_at = [
-        t for t, _, _, name, want, ready in events if any(name.startswith(n) for n in new) and want and ready == want
-    ]
+    deleted_at = [ev[0] for ev in events if ev[2] == "DELETED" and any(ev[3].startswith(o) for o in old)]
+    ready_at = [ev[0] for ev in events if any(ev[3].startswith(n) for n in new) and ev[4] and ev[5] == ev[4]]
     assert deleted_at, events
     assert ready_at, events
     assert min(ready_at) < min(deleted_at), "an old replica was deleted before its replacement was Ready"
@@ -261,7 +261,7 @@ def test_drain_makes_replacements_ready_before_deleting(fleet: Fleet) -> None:
 
 def test_unreachable_cluster_keeps_its_replicas_and_fails_the_run(fleet: Fleet) -> None:
     placed = {d: replicas(fleet, d) for d in ("chat", "tp8", "gang")}
-    victim = next(c for (c, _) in placed["gang"])
+    victim = next(c for c, _i in placed["gang"])
     fleet.localfleet("stop", victim)
     try:
         fleet.set_deployment("chat", replicas=3)
@@ -285,7 +285,7 @@ def test_unreachable_cluster_keeps_its_replicas_and_fails_the_run(fleet: Fleet) 
 
 def test_api_server_lost_mid_run_is_reported(fleet: Fleet) -> None:
     placed = replicas(fleet, "chat")
-    victim = sorted({c for c, _ in placed})[-1]
+    victim = sorted({c for c, _i in placed})[-1]
     fleet.set_deployment("chat", replicas=4)
     proc = subprocess.Popen(
         fleet.argv("deploy.yml"),
@@ -305,6 +305,7 @@ def test_api_server_lost_mid_run_is_reported(fleet: Fleet) -> None:
             stopped = True
     proc.wait()
     out = "".join(lines)
+    (fleet.work / "last-run.log").write_text(out)
     try:
         assert stopped, out[-3000:]
         assert proc.returncode != 0, out[-3000:]
