@@ -385,6 +385,49 @@ class Cluster(_Strict):
 
 
 # --------------------------------------------------------------------------------------------------------------------
+# Clusters as placement sees them: ``fleet_info``'s ``placement_clusters`` (design.md §4 ``clusters``)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class PlacementPool(BaseModel):
+    """A pool as placement counts it: the class of its nodes and how many there are."""
+
+    # Read-back shapes (``zones``, ``min_node_count``...) are accepted and ignored.
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    name: str = Field(min_length=1)
+    class_name: str = Field(alias="class", min_length=1)
+    nodes: int = Field(ge=0, strict=True)
+
+
+class PlacementCluster(BaseModel):
+    """A candidate cluster: its pools in order, its fleet-level taints and whether it takes new replicas."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str = Field(min_length=1)
+    pools: list[PlacementPool] = Field(default_factory=list)
+    taints: list[Taint] = Field(default_factory=list)
+    ready: bool = True
+
+    @field_validator("pools", "taints", mode="before")
+    @classmethod
+    def _none_is_empty(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+    @field_validator("pools")
+    @classmethod
+    def _unique_pools(cls, v: list[PlacementPool]) -> list[PlacementPool]:
+        _no_duplicates([p.name for p in v], "pool name")
+        return v
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """The pools' classes, in pool order (the key placement memoises a cluster's options by)."""
+        return tuple(p.class_name for p in self.pools)
+
+
+# --------------------------------------------------------------------------------------------------------------------
 # Model deployments (design.md §3)
 # --------------------------------------------------------------------------------------------------------------------
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,10 +55,19 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.errors import Fle
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     InferenceClass,
     ModelDeployment,
+    PlacementCluster,
     Taint,
+    ValidationError,
     format_loc,
     parse,
     require_pydantic,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.records import (
+    EngineRecord,
+    LedgerRecord,
+    MemberRecord,
+    ReplicaRecord,
+    ResolvedRequest,
 )
 
 CONDITION_TYPE = "ReplicasScheduled"
@@ -170,311 +179,79 @@ def _unique_name(deployment: str, cluster: str, index: int, taken: set[str]) -> 
 # --------------------------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Pool:
-    name: str
-    class_name: str
-    nodes: int
-
-
-@dataclass
-class _Cluster:
-    name: str
-    pools: list[_Pool]
-    taints: list[Taint]
-    ready: bool
-    classes: tuple[str, ...] = ()  # the pools' classes, in pool order
-
-    def __post_init__(self) -> None:
-        self.classes = tuple(p.class_name for p in self.pools)
-
-
-@dataclass
-class _ObservedMember:
-    role: str
-    pool: str
-    nodes: int
-    device_requests: list[dict[str, Any]] | None  # None: the record does not say (a compact read-back)
-
-
-@dataclass
-class _ObservedEngine:
-    name: str
-    copies: int
-    members: list[_ObservedMember]
-
-
-@dataclass
-class _Observed:
-    """A replica already in the fleet (any deployment), in the module's return shape."""
-
-    position: int
-    name: str | None
-    deployment: str
-    namespace: str | None
-    cluster: str
-    index: int
-    engines: list[_ObservedEngine]
-
-    def normalized(self, like: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The replica in the return shape. Where the record has no ``device_requests``, take them from ``like`` (the
-        same replica as placed now) if its shape lines up, else use ``[]``: a read-back without them is no change."""
-
-        def requests(ei: int, mi: int, m: _ObservedMember) -> list[dict[str, Any]]:
-            if m.device_requests is not None:
-                return m.device_requests
-            try:
-                return like["engines"][ei]["members"][mi]["device_requests"] if like else []
-            except (IndexError, KeyError, TypeError):
-                return []
-
-        return {
-            "name": self.name,
-            "deployment": self.deployment,
-            "namespace": self.namespace,
-            "cluster": self.cluster,
-            "index": self.index,
-            "engines": [
-                {
-                    "name": e.name,
-                    "copies": e.copies,
-                    "members": [
-                        {"role": m.role, "pool": m.pool, "nodes": m.nodes, "device_requests": requests(ei, mi, m)}
-                        for mi, m in enumerate(e.members)
-                    ],
-                }
-                for ei, e in enumerate(self.engines)
-            ],
-        }
-
-
-class _Errors:
-    def __init__(self) -> None:
-        self.items: list[tuple[str, str]] = []
-
-    def add(self, path: str, reason: str) -> None:
-        self.items.append((path, reason))
-
-    def raise_if_any(self) -> None:
-        if self.items:
-            raise FleetValidationError(self.items)
-
-
-def _is_map(value: Any) -> bool:
-    return isinstance(value, (dict, Mapping))
-
-
-def _int(value: Any, path: str, errors: _Errors, *, minimum: int = 0, default: int | None = None) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
-        return value
-    if value is None and default is not None:
-        return default
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int):
-        errors.add(path, f"must be an integer (got {value!r})" if value is not None else "is required")
-        return None
-    if value < minimum:
-        errors.add(path, f"must be >= {minimum} (got {value})")
-        return None
-    return value
-
-
-def _str(value: Any, path: str, errors: _Errors, *, required: bool = True) -> str | None:
-    if isinstance(value, str) and value:
-        return value
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or not value:
-        errors.add(path, "is required" if value is None else f"must be a non-empty string (got {value!r})")
-        return None
-    return value
-
-
-def _bool(value: Any, path: str, errors: _Errors, *, default: bool) -> bool:
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "yes", "on", "false", "no", "off"):
-        return value.lower() in ("true", "yes", "on")
-    errors.add(path, f"must be true or false (got {value!r})")
-    return default
-
-
-def _list(value: Any, path: str, errors: _Errors) -> list[Any]:
-    if isinstance(value, list):
-        return value
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        errors.add(path, f"must be a list (got {type(value).__name__})")
-        return []
-    return value
-
-
-def _parse_classes(classes: Any) -> dict[str, InferenceClass]:
-    if not _is_map(classes):
+def validate_classes(classes: Any) -> dict[str, InferenceClass]:
+    if not isinstance(classes, Mapping):
         raise FleetValidationError(
             [("classes", f"must be a mapping of class name to class (got {type(classes).__name__})")]
         )
-    errors = _Errors()
+    errors: list[tuple[str, str]] = []
     parsed: dict[str, InferenceClass] = {}
     for name, data in classes.items():
         try:
             parsed[str(name)] = parse(InferenceClass, data, format_loc("classes", (str(name),)))
         except FleetValidationError as exc:
-            errors.items.extend(exc.errors)
-    errors.raise_if_any()
+            errors.extend(exc.errors)
+    if errors:
+        raise FleetValidationError(errors)
     return parsed
 
 
-def _parse_clusters(clusters: Any, classes: Mapping[str, InferenceClass]) -> list[_Cluster]:
-    errors = _Errors()
-    out: list[_Cluster] = []
+def validate_clusters(clusters: Any, classes: Mapping[str, Any]) -> list[PlacementCluster]:
+    """Candidate clusters as models; every pool's class must be one of ``classes``, names unique."""
+    if clusters is None:
+        return []
+    if not isinstance(clusters, list):
+        raise FleetValidationError([("clusters", f"must be a list (got {type(clusters).__name__})")])
+    errors: list[tuple[str, str]] = []
+    out: list[PlacementCluster] = []
     seen: set[str] = set()
-    for ci, data in enumerate(_list(clusters, "clusters", errors)):
+    for ci, data in enumerate(clusters):
         path = f"clusters[{ci}]"
-        if not _is_map(data):
-            errors.add(path, f"must be a mapping (got {type(data).__name__})")
+        try:
+            cluster: PlacementCluster = parse(PlacementCluster, data, path)
+        except FleetValidationError as exc:
+            errors.extend(exc.errors)
             continue
-        name = _str(data.get("name"), f"{path}.name", errors)
-        if name is not None:
-            if name in seen:
-                errors.add(f"{path}.name", f"duplicate cluster name {name!r}")
-            seen.add(name)
-        pools: list[_Pool] = []
-        pool_names: set[str] = set()
-        for pi, pdata in enumerate(_list(data.get("pools"), f"{path}.pools", errors)):
-            ppath = f"{path}.pools[{pi}]"
-            if not _is_map(pdata):
-                errors.add(ppath, f"must be a mapping (got {type(pdata).__name__})")
-                continue
-            pname = _str(pdata.get("name"), f"{ppath}.name", errors)
-            cname = _str(pdata.get("class"), f"{ppath}.class", errors)
-            nodes = _int(pdata.get("nodes"), f"{ppath}.nodes", errors)
-            if pname is not None:
-                if pname in pool_names:
-                    errors.add(f"{ppath}.name", f"duplicate pool name {pname!r}")
-                pool_names.add(pname)
-            if cname is not None and cname not in classes:
+        if cluster.name in seen:
+            errors.append((f"{path}.name", f"duplicate cluster name {cluster.name!r}"))
+        seen.add(cluster.name)
+        for pi, pool in enumerate(cluster.pools):
+            if pool.class_name not in classes:
                 known = ", ".join(sorted(classes)) or "none given"
-                errors.add(f"{ppath}.class", f"unknown inference class {cname!r} (known: {known})")
-                cname = None
-            if pname is not None and cname is not None and nodes is not None:
-                pools.append(_Pool(pname, cname, nodes))
-        taints: list[Taint] = []
-        for ti, tdata in enumerate(_list(data.get("taints"), f"{path}.taints", errors)):
-            try:
-                taints.append(parse(Taint, tdata, f"{path}.taints[{ti}]"))
-            except FleetValidationError as exc:
-                errors.items.extend(exc.errors)
-        ready = _bool(data.get("ready"), f"{path}.ready", errors, default=True)
-        if name is not None:
-            out.append(_Cluster(name, pools, taints, ready))
-    errors.raise_if_any()
-    return out
-
-
-def _selectors_of(value: Any, path: str, errors: _Errors) -> list[str]:
-    out = []
-    for si, sel in enumerate(_list(value, path, errors)):
-        if _is_map(sel):
-            sel = sel.get("cel")
-        if not isinstance(sel, str):
-            errors.add(f"{path}[{si}]", f"must be a CEL expression string (got {sel!r})")
-            continue
-        out.append(sel)
-    return out
-
-
-def _parse_other(ri: int, data: Mapping[str, Any], deployment: str, errors: _Errors) -> _Observed | None:
-    """Another deployment's replica: only what the ledger reads (cluster, each member's pool and nodes)."""
-    cluster = data.get("cluster")
-    engines = data.get("engines")
-    if not isinstance(cluster, str) or not cluster or not isinstance(engines, list):
-        return _parse_ours(ri, data, errors)  # say precisely what is wrong
-    out: list[_ObservedEngine] = []
-    for ei, edata in enumerate(engines):
-        members = edata.get("members") if isinstance(edata, dict) else None
-        if not isinstance(members, list):
-            return _parse_ours(ri, data, errors)
-        observed_members = []
-        for mdata in members:
-            pool = mdata.get("pool") if isinstance(mdata, dict) else None
-            nodes = mdata.get("nodes") if isinstance(mdata, dict) else None
-            if not isinstance(pool, str) or not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 0:
-                return _parse_ours(ri, data, errors)
-            observed_members.append(_ObservedMember("", pool, nodes, None))
-        out.append(_ObservedEngine(str(edata.get("name", ei)), 1, observed_members))
-    return _Observed(ri, None, deployment, None, cluster, -1, out)
-
-
-def _parse_replicas(replicas: Any, ours: str) -> list[_Observed]:
-    """Validate the fleet's replicas: this deployment's fully, the others' as far as the ledger reads them."""
-    errors = _Errors()
-    out: list[_Observed] = []
-    for ri, data in enumerate(_list(replicas, "replicas", errors)):
-        if not _is_map(data):
-            errors.add(f"replicas[{ri}]", f"must be a mapping (got {type(data).__name__})")
-            continue
-        deployment = data.get("deployment")
-        if isinstance(deployment, str) and deployment and deployment != ours:
-            parsed = _parse_other(ri, data, deployment, errors)
-        else:
-            parsed = _parse_ours(ri, data, errors)
-        if parsed is not None:
-            out.append(parsed)
-    errors.raise_if_any()
-    return out
-
-
-def _parse_ours(ri: int, data: Mapping[str, Any], errors: _Errors) -> _Observed | None:
-    path = f"replicas[{ri}]"
-    name = _str(data.get("name"), f"{path}.name", errors, required=False)
-    deployment = _str(data.get("deployment"), f"{path}.deployment", errors)
-    namespace = _str(data.get("namespace"), f"{path}.namespace", errors, required=False)
-    cluster = _str(data.get("cluster"), f"{path}.cluster", errors)
-    index = _int(data.get("index"), f"{path}.index", errors)
-    engines: list[_ObservedEngine] = []
-    for ei, edata in enumerate(_list(data.get("engines"), f"{path}.engines", errors)):
-        epath = f"{path}.engines[{ei}]"
-        if not _is_map(edata):
-            errors.add(epath, f"must be a mapping (got {type(edata).__name__})")
-            continue
-        ename = _str(edata.get("name"), f"{epath}.name", errors)
-        copies = _int(edata.get("copies"), f"{epath}.copies", errors, minimum=1, default=1)
-        members: list[_ObservedMember] = []
-        for mi, mdata in enumerate(_list(edata.get("members"), f"{epath}.members", errors)):
-            mpath = f"{epath}.members[{mi}]"
-            if not _is_map(mdata):
-                errors.add(mpath, f"must be a mapping (got {type(mdata).__name__})")
-                continue
-            role = _str(mdata.get("role"), f"{mpath}.role", errors)
-            pool = _str(mdata.get("pool"), f"{mpath}.pool", errors)
-            nodes = _int(mdata.get("nodes"), f"{mpath}.nodes", errors)
-            requests: list[dict[str, Any]] = []
-            for qi, qdata in enumerate(_list(mdata.get("device_requests"), f"{mpath}.device_requests", errors)):
-                qpath = f"{mpath}.device_requests[{qi}]"
-                if not _is_map(qdata):
-                    errors.add(qpath, f"must be a mapping (got {type(qdata).__name__})")
-                    continue
-                requests.append(
-                    {
-                        "name": qdata.get("name"),
-                        "device_class_name": qdata.get("device_class_name"),
-                        "count": qdata.get("count", 1),
-                        "selectors": _selectors_of(qdata.get("selectors"), f"{qpath}.selectors", errors),
-                    }
+                errors.append(
+                    (f"{path}.pools[{pi}].class", f"unknown inference class {pool.class_name!r} (known: {known})")
                 )
-            if role is not None and pool is not None and nodes is not None:
-                given = None if mdata.get("device_requests") is None else requests
-                members.append(_ObservedMember(role, pool, nodes, given))
-        if ename is not None and copies is not None:
-            engines.append(_ObservedEngine(ename, copies, members))
-    if deployment is not None and cluster is not None and index is not None:
-        return _Observed(ri, name, deployment, namespace, cluster, index, engines)
-    return None
+        out.append(cluster)
+    if errors:
+        raise FleetValidationError(errors)
+    return out
+
+
+def validate_records(replicas: Any, ours: str) -> list[ReplicaRecord | LedgerRecord]:
+    """The fleet's replicas: this deployment's fully (:class:`ReplicaRecord`), the others' as far as the ledger reads
+    them (:class:`LedgerRecord`); a record that is not even that is reported with every problem a full record has."""
+    if replicas is None:
+        return []
+    if not isinstance(replicas, list):
+        raise FleetValidationError([("replicas", f"must be a list (got {type(replicas).__name__})")])
+    errors: list[tuple[str, str]] = []
+    out: list[ReplicaRecord | LedgerRecord] = []
+    for ri, data in enumerate(replicas):
+        path = f"replicas[{ri}]"
+        deployment = data.get("deployment") if isinstance(data, Mapping) else None
+        try:
+            if isinstance(deployment, str) and deployment and deployment != ours:
+                try:
+                    out.append(LedgerRecord.model_validate(data))
+                    continue
+                except ValidationError:
+                    pass  # say precisely what is wrong, below
+            out.append(ReplicaRecord.parse(data, path))
+        except FleetValidationError as exc:
+            errors.extend(exc.errors)
+    if errors:
+        raise FleetValidationError(errors)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -649,7 +426,7 @@ def _match_member(member: _Member, devices: list[_Device], sel: SelectorEngine) 
     return _MemberMatch(True, resolved, synthetic)
 
 
-def _untolerated(cluster: _Cluster, tolerations: list[Any], effects: Iterable[str]) -> list[Taint]:
+def _untolerated(cluster: PlacementCluster, tolerations: list[Any], effects: Iterable[str]) -> list[Taint]:
     wanted = set(effects)
     return [t for t in cluster.taints if t.effect in wanted and not any(tol.tolerates(t) for tol in tolerations)]
 
@@ -672,7 +449,7 @@ class _Placed:
     cluster: str
     index: int
     engines: list[tuple[str, _Option]]  # (pool, option) per engine, deployment order
-    observed: _Observed | None = None  # set for a retained replica
+    observed: ReplicaRecord | None = None  # set for a retained replica
     name: str = ""
 
 
@@ -681,8 +458,8 @@ class _Planner:
         self,
         dep: ModelDeployment,
         classes: dict[str, InferenceClass],
-        clusters: list[_Cluster],
-        replicas: list[_Observed],
+        clusters: list[PlacementCluster],
+        replicas: Sequence[ReplicaRecord | LedgerRecord],
         sel: SelectorEngine,
     ) -> None:
         self.dep = dep
@@ -730,7 +507,7 @@ class _Planner:
         engine = self.engines[ei]
         return sum(m.pods * engine.copies for m, mm in zip(engine.members, matches, strict=True) if mm.claims)
 
-    def options(self, cluster: _Cluster) -> list[list[_Option | str]]:
+    def options(self, cluster: PlacementCluster) -> list[list[_Option | str]]:
         """Per engine, per pool (cluster order): the option, or why the pool cannot host the engine."""
         key = cluster.classes
         hit = self._options_memo.get(key)
@@ -765,7 +542,7 @@ class _Planner:
 
     # -- retain ------------------------------------------------------------------------------------------------------
 
-    def retained_engines(self, r: _Observed, cluster: _Cluster) -> list[tuple[str, _Option]] | str:
+    def retained_engines(self, r: ReplicaRecord, cluster: PlacementCluster) -> list[tuple[str, _Option]] | str:
         want = [e.name for e in self.engines]
         have = [e.name for e in r.engines]
         if sorted(want) != sorted(have):
@@ -791,10 +568,10 @@ class _Planner:
             out.append((pool_name, _Option(matches, self.cost(ei, matches))))
         return out
 
-    def drop(self, r: _Observed, reason: str) -> None:
+    def drop(self, r: ReplicaRecord, reason: str) -> None:
         self.dropped.append({"name": r.name, "cluster": r.cluster, "index": r.index, "reason": reason})
 
-    def retain(self, ours: list[_Observed]) -> list[_Placed]:
+    def retain(self, ours: list[ReplicaRecord]) -> list[_Placed]:
         tolerations = self.dep.tolerations
         kept: list[_Placed] = []
         seen: set[tuple[str, int]] = set()
@@ -850,7 +627,7 @@ class _Planner:
                     if m.nodes and key in self.free:
                         self.free[key] -= m.nodes
 
-    def try_place(self, cluster: _Cluster) -> tuple[list[tuple[str, _Option]] | None, str, dict[str, str], str]:
+    def try_place(self, cluster: PlacementCluster) -> tuple[list[tuple[str, _Option]] | None, str, dict[str, str], str]:
         """Fit one replica on ``cluster`` against the ledger: (placement, or None with code, per-pool reasons, reason)."""
         table = self.options(cluster)
         trial: dict[str, int] = {}
@@ -893,7 +670,7 @@ class _Planner:
         for pool, option in engines:
             self.free[(cluster, pool)] -= option.cost
 
-    def eligibility(self, cluster: _Cluster) -> tuple[str, str] | None:
+    def eligibility(self, cluster: PlacementCluster) -> tuple[str, str] | None:
         """Why ``cluster`` takes no new replica regardless of capacity, or None."""
         problems = []
         code = ""
@@ -949,28 +726,31 @@ class _Planner:
 
     # -- output ------------------------------------------------------------------------------------------------------
 
-    def replica_dict(self, p: _Placed) -> dict[str, Any]:
+    def record(self, p: _Placed) -> ReplicaRecord:
+        """The placed replica as a record (built without re-validation: every value comes from validated models)."""
         engines = []
         for engine, (pool, option) in zip(self.engines, p.engines, strict=True):
             members = []
             for member, mm in zip(engine.members, option.members, strict=True):
                 members.append(
-                    {
-                        "role": member.role,
-                        "pool": pool,
-                        "nodes": member.pods * engine.copies if mm.claims else 0,
-                        "device_requests": _copy_requests(mm.device_requests),
-                    }
+                    MemberRecord.model_construct(
+                        role=member.role,
+                        pool=pool,
+                        nodes=member.pods * engine.copies if mm.claims else 0,
+                        device_requests=[
+                            ResolvedRequest.model_construct(**r) for r in _copy_requests(mm.device_requests)
+                        ],
+                    )
                 )
-            engines.append({"name": engine.name, "copies": engine.copies, "members": members})
-        return {
-            "name": p.name,
-            "deployment": self.dep.name,
-            "namespace": self.dep.namespace,
-            "cluster": p.cluster,
-            "index": p.index,
-            "engines": engines,
-        }
+            engines.append(EngineRecord.model_construct(name=engine.name, copies=engine.copies, members=members))
+        return ReplicaRecord.model_construct(
+            name=p.name,
+            deployment=self.dep.name,
+            namespace=self.dep.namespace,
+            cluster=p.cluster,
+            index=p.index,
+            engines=engines,
+        )
 
     def overcommitted(self, ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
         used: dict[tuple[str, str], int] = {}
@@ -1005,8 +785,39 @@ def _condition(status: bool, reason: str, message: str) -> dict[str, str]:
     return {"type": CONDITION_TYPE, "status": "True" if status else "False", "reason": reason, "message": message}
 
 
-def _identity_key(r: _Observed) -> tuple[str, int, str, int]:
-    return (r.cluster, r.index, r.name or "", r.position)
+@dataclass
+class PlacementResult:
+    """What :func:`plan` decides for one deployment (``to_dict()`` is the module's return shape)."""
+
+    replicas: list[ReplicaRecord]
+    desired: int
+    scheduled: int
+    condition: dict[str, str]
+    unschedulable: dict[str, Any] = field(default_factory=dict)
+    changed: bool = False
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    overcommitted: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    # The replicas in their dict shape, kept when plan already built them (the comparison for ``changed`` needs them).
+    _dicts: list[dict[str, Any]] | None = None
+
+    def replica_dicts(self) -> list[dict[str, Any]]:
+        if self._dicts is None:
+            self._dicts = [r.to_dict() for r in self.replicas]
+        return self._dicts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "replicas": self.replica_dicts(),
+            "desired": self.desired,
+            "scheduled": self.scheduled,
+            "condition": self.condition,
+            "unschedulable": self.unschedulable,
+            "changed": self.changed,
+            "dropped": self.dropped,
+            "overcommitted": self.overcommitted,
+            "warnings": self.warnings,
+        }
 
 
 def place(
@@ -1019,18 +830,33 @@ def place(
 ) -> dict[str, Any]:
     """Place one deployment's replicas on the candidate clusters (design.md §4). Pure and deterministic.
 
-    Returns ``{replicas, desired, scheduled, condition, unschedulable, changed, dropped, overcommitted, warnings}``.
+    The dict boundary of :func:`plan`: validates every argument into models, plans, returns
+    ``{replicas, desired, scheduled, condition, unschedulable, changed, dropped, overcommitted, warnings}``.
     Raises :class:`FleetValidationError` for malformed input (``path: reason`` lines).
     """
     require_pydantic()
     dep: ModelDeployment = parse(ModelDeployment, deployment, "deployment")
-    parsed_classes = _parse_classes(classes)
-    parsed_clusters = _parse_clusters(clusters, parsed_classes)
-    observed = _parse_replicas(replicas, dep.name)
+    parsed_classes = validate_classes(classes)
+    parsed_clusters = validate_clusters(clusters, parsed_classes)
+    records = validate_records(replicas, dep.name)
+    return plan(dep, parsed_classes, parsed_clusters, records, selectors=selectors).to_dict()
+
+
+def plan(
+    dep: ModelDeployment,
+    classes: Mapping[str, InferenceClass],
+    clusters: list[PlacementCluster],
+    records: Sequence[ReplicaRecord | LedgerRecord],
+    *,
+    selectors: SelectorEngine | None = None,
+) -> PlacementResult:
+    """Place ``dep``'s replicas over validated models. ``records`` are every replica in the fleet (any deployment);
+    every pool's class must be in ``classes`` (:func:`validate_clusters` checks it)."""
     sel = selectors if selectors is not None else SELECTORS
 
-    ours = sorted((r for r in observed if r.deployment == dep.name), key=_identity_key)
-    previous = [r.normalized() for r in ours]
+    positioned = [(i, r) for i, r in enumerate(records) if isinstance(r, ReplicaRecord) and r.deployment == dep.name]
+    positioned.sort(key=lambda item: (item[1].cluster, item[1].index, item[1].name or "", item[0]))
+    ours = [r for _pos, r in positioned]
     desired = dep.replicas
 
     invalid = []
@@ -1040,23 +866,18 @@ def place(
         except ValueError as exc:
             invalid.append(f"deployment.{path}: `{expression}` does not compile: {exc}")
     if invalid:
-        return {
-            "replicas": previous,
-            "desired": desired,
-            "scheduled": len(previous),
-            "condition": _condition(
+        return PlacementResult(
+            replicas=list(ours),
+            desired=desired,
+            scheduled=len(ours),
+            condition=_condition(
                 False,
                 REASON_INVALID_NODE_SELECTOR,
                 "invalid CEL selector(s), nothing placed, moved or dropped: " + "; ".join(invalid),
             ),
-            "unschedulable": {},
-            "changed": False,
-            "dropped": [],
-            "overcommitted": [],
-            "warnings": [],
-        }
+        )
 
-    planner = _Planner(dep, parsed_classes, parsed_clusters, observed, sel)
+    planner = _Planner(dep, dict(classes), clusters, records, sel)
     kept = planner.scale_down(planner.retain(ours), desired)
     planner.build_ledger(kept)
     new = planner.fill(kept, desired)
@@ -1071,14 +892,16 @@ def place(
         p.name = _unique_name(dep.name, p.cluster, p.index, taken)
         taken.add(p.name)
 
-    result = [planner.replica_dict(p) for p in sorted(kept + new, key=lambda p: (p.cluster, p.index))]
-    now = {(r["cluster"], r["index"]): r for r in result}
-    before = [r.normalized(now.get((r.cluster, r.index))) for r in ours]
+    placed = sorted(kept + new, key=lambda p: (p.cluster, p.index))
+    result_records = [planner.record(p) for p in placed]
+    result = [r.to_dict() for r in result_records]
+    now = {(r.cluster, r.index): r for r in result_records}
+    before = [r.to_dict(like=now.get((r.cluster, r.index))) for r in ours]
     unschedulable = planner.explain()
     overcommitted = planner.overcommitted(result)
     scheduled = len(result)
 
-    if not parsed_clusters and desired > 0:
+    if not clusters and desired > 0:
         condition = _condition(
             False, REASON_NO_CLUSTERS, f"0 of {desired} replica(s) scheduled: the deployment has no candidate clusters"
         )
@@ -1103,14 +926,15 @@ def place(
         f"pool {o['pool']} of cluster {o['cluster']} is overcommitted: {o['used']} node(s) in use of {o['nodes']}"
         for o in overcommitted
     ]
-    return {
-        "replicas": result,
-        "desired": desired,
-        "scheduled": scheduled,
-        "condition": condition,
-        "unschedulable": unschedulable,
-        "changed": result != before,
-        "dropped": sorted(planner.dropped, key=lambda d: (d["cluster"], d["index"])),
-        "overcommitted": overcommitted,
-        "warnings": warnings,
-    }
+    return PlacementResult(
+        replicas=result_records,
+        desired=desired,
+        scheduled=scheduled,
+        condition=condition,
+        unschedulable=unschedulable,
+        changed=result != before,
+        dropped=sorted(planner.dropped, key=lambda d: (d["cluster"], d["index"])),
+        overcommitted=overcommitted,
+        warnings=warnings,
+        _dicts=result,
+    )

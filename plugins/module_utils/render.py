@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import re
 import shlex
 from collections.abc import Mapping
@@ -49,6 +48,12 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     require_pydantic,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
+from ansible_collections.gpufleet.serving.plugins.module_utils.records import (
+    EngineRecord,
+    MemberRecord,
+    ReplicaRecord,
+    check_records,
+)
 
 # --------------------------------------------------------------------------------------------------------------------
 # Names, labels and constants (the contract other parts of the collection read back)
@@ -134,48 +139,6 @@ def k8s_name(base: str, max_len: int = MAX_NAME) -> str:
     return name
 
 
-# --------------------------------------------------------------------------------------------------------------------
-# Plain data
-# --------------------------------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Validated input
-# --------------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _DeviceRequest:
-    name: str
-    device_class_name: str
-    count: int
-    selectors: list[str]
-
-
-@dataclass
-class _MemberPlacement:
-    role: str
-    pool: str
-    nodes: int
-    requests: list[_DeviceRequest]  # claimed requests only
-
-
-@dataclass
-class _EnginePlacement:
-    name: str
-    copies: int
-    members: dict[str, _MemberPlacement]  # by role
-
-
-@dataclass
-class _Replica:
-    name: str
-    cluster: str
-    index: int
-    engines: dict[str, _EnginePlacement]
-    raw: dict[str, Any]
-
-
 @dataclass
 class _Context:
     dep: ModelDeployment
@@ -186,177 +149,16 @@ class _Context:
     extra_annotations: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RenderOptions:
+    """What a render takes besides the deployment, its records, the cluster and the cache (all validated)."""
+
+    gateway: GatewayRef | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
 _Pod = tuple[dict[str, Any], dict[str, Any]]  # (pod metadata, pod spec)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _parse_replicas(replicas: list[Any], dep: ModelDeployment) -> list[_Replica]:
-    errors: list[tuple[str, str]] = []
-    out: list[_Replica] = []
-    engines = {e.name: e for e in dep.engines}
-    seen_names: dict[str, str] = {}
-    seen_ids: dict[tuple[str, int], str] = {}
-    for ri, raw in enumerate(replicas):
-        at = f"replicas[{ri}]"
-        if not isinstance(raw, dict):
-            errors.append((at, f"must be a replica mapping (got {type(raw).__name__})"))
-            continue
-        before = len(errors)
-        name, cluster, index = raw.get("name"), raw.get("cluster"), raw.get("index")
-        if not isinstance(name, str) or len(name) > 63 or not _DNS_LABEL.match(name):
-            errors.append(
-                (f"{at}.name", f"must be the replica's name, a DNS label of at most 63 characters (got {name!r})")
-            )
-        if not isinstance(cluster, str) or not cluster:
-            errors.append((f"{at}.cluster", "is required (the cluster the replica is placed on)"))
-        if not _is_int(index) or index < 0:
-            errors.append((f"{at}.index", f"must be an integer >= 0 (got {index!r})"))
-        if raw.get("deployment") != dep.name:
-            errors.append((f"{at}.deployment", f"{raw.get('deployment')!r} does not match the deployment {dep.name!r}"))
-        if raw.get("namespace") is not None and raw.get("namespace") != dep.namespace:
-            errors.append(
-                (f"{at}.namespace", f"{raw.get('namespace')!r} does not match the deployment's {dep.namespace!r}")
-            )
-        placed: dict[str, _EnginePlacement] = {}
-        raw_engines = raw.get("engines")
-        if not isinstance(raw_engines, list):
-            errors.append((f"{at}.engines", f"must be a list (got {type(raw_engines).__name__})"))
-            raw_engines = []
-        for ei, rengine in enumerate(raw_engines):
-            eat = f"{at}.engines[{ei}]"
-            if not isinstance(rengine, dict):
-                errors.append((eat, "must be a mapping"))
-                continue
-            ename = rengine.get("name")
-            engine = engines.get(ename) if isinstance(ename, str) else None
-            if engine is None:
-                errors.append(
-                    (f"{eat}.name", f"{ename!r} is not an engine of deployment {dep.name!r} ({', '.join(engines)})")
-                )
-                continue
-            if ename in placed:
-                errors.append((f"{eat}.name", f"engine {ename!r} is listed twice"))
-                continue
-            copies = rengine.get("copies", engine.copies)
-            if not _is_int(copies) or copies < 1:
-                errors.append((f"{eat}.copies", f"must be an integer >= 1 (got {copies!r})"))
-                continue
-            members = _parse_members(rengine.get("members"), engine, eat, errors)
-            if members is not None:
-                placed[ename] = _EnginePlacement(ename, copies, members)
-        named = {r.get("name") for r in raw_engines if isinstance(r, dict)}
-        missing = [e for e in engines if e not in placed and e not in named]
-        if missing:
-            errors.append((f"{at}.engines", f"has no placement for engine(s) {', '.join(missing)} of {dep.name!r}"))
-        if len(errors) > before:
-            continue
-        if name in seen_names:
-            errors.append((f"{at}.name", f"duplicate replica name {name!r} (also {seen_names[name]})"))
-            continue
-        if (cluster, index) in seen_ids:
-            errors.append(
-                (
-                    at,
-                    f"duplicate replica identity (cluster {cluster!r}, index {index}) "
-                    f"(also {seen_ids[(cluster, index)]})",
-                )
-            )
-            continue
-        seen_names[name] = at
-        seen_ids[(cluster, index)] = at
-        out.append(_Replica(name, cluster, index, placed, raw))
-    if errors:
-        raise FleetValidationError(errors)
-    return out
-
-
-def _parse_members(
-    raw_members: Any, engine: Engine, at: str, errors: list[tuple[str, str]]
-) -> dict[str, _MemberPlacement] | None:
-    if not isinstance(raw_members, list):
-        errors.append((f"{at}.members", f"must be a list (got {type(raw_members).__name__})"))
-        return None
-    wanted = {m.role: m for m in engine.members}
-    out: dict[str, _MemberPlacement] = {}
-    ok = True
-    for mi, rmember in enumerate(raw_members):
-        mat = f"{at}.members[{mi}]"
-        if not isinstance(rmember, dict):
-            errors.append((mat, "must be a mapping"))
-            ok = False
-            continue
-        role = rmember.get("role")
-        member = wanted.get(role) if isinstance(role, str) else None
-        if member is None or role in out:
-            errors.append(
-                (f"{mat}.role", f"{role!r} does not match engine {engine.name!r} (members: {', '.join(wanted)})")
-            )
-            ok = False
-            continue
-        pool, nodes = rmember.get("pool"), rmember.get("nodes", 0)
-        if not isinstance(pool, str) or not pool or len(pool) > 63 or not _LABEL_VALUE.match(pool):
-            errors.append((f"{mat}.pool", f"must be the node pool's name (got {pool!r})"))
-            ok = False
-        if not _is_int(nodes) or nodes < 0:
-            errors.append((f"{mat}.nodes", f"must be an integer >= 0 (got {nodes!r})"))
-            ok = False
-        requests = _parse_requests(rmember.get("device_requests", []), member, mat, errors)
-        if requests is None:
-            ok = False
-            continue
-        out[role] = _MemberPlacement(role, pool if isinstance(pool, str) else "", nodes, requests)
-    if ok and set(out) != set(wanted):
-        errors.append((f"{at}.members", f"must place every member of engine {engine.name!r} ({', '.join(wanted)})"))
-        ok = False
-    return out if ok else None
-
-
-def _parse_requests(raw: Any, member: Member, at: str, errors: list[tuple[str, str]]) -> list[_DeviceRequest] | None:
-    if raw is None:
-        raw = []
-    if not isinstance(raw, list):
-        errors.append((f"{at}.device_requests", f"must be a list (got {type(raw).__name__})"))
-        return None
-    known = {r.name for r in member.node_selector.devices}
-    out: list[_DeviceRequest] = []
-    ok = True
-    for qi, rq in enumerate(raw):
-        qat = f"{at}.device_requests[{qi}]"
-        if not isinstance(rq, dict):
-            errors.append((qat, "must be a mapping"))
-            ok = False
-            continue
-        name = rq.get("name")
-        if name not in known:
-            errors.append(
-                (
-                    f"{qat}.name",
-                    f"{name!r} is not a device request of the {member.role} member "
-                    f"({', '.join(sorted(known)) or 'none'})",
-                )
-            )
-            ok = False
-            continue
-        dcn = rq.get("device_class_name")
-        if rq.get("claim") == "Synthetic" or not dcn:
-            continue  # matched for placement only: a synthetic device is never claimed
-        if not isinstance(dcn, str) or len(dcn) > 253 or not _DNS_SUBDOMAIN.match(dcn):
-            errors.append((f"{qat}.device_class_name", f"must be a DeviceClass name (got {dcn!r})"))
-            ok = False
-        count = rq.get("count", 1)
-        if not _is_int(count) or count < 1:
-            errors.append((f"{qat}.count", f"must be an integer >= 1 (got {count!r})"))
-            ok = False
-        selectors = rq.get("selectors") or []
-        if not isinstance(selectors, list) or not all(isinstance(s, str) and s for s in selectors):
-            errors.append((f"{qat}.selectors", "must be a list of CEL expressions"))
-            ok = False
-        if ok:
-            out.append(_DeviceRequest(name, dcn, count, list(selectors)))
-    return out if ok else None
 
 
 def _label_map(value: Any, what: str, *, check_label_syntax: bool) -> dict[str, str]:
@@ -411,29 +213,52 @@ def render_serving_manifests(
     if not isinstance(deployment, dict):
         raise GpufleetError(f"deployment must be a mapping (got {type(deployment).__name__})")
 
+    dep, cache = prepare_deployment(deployment, caches)
+    options = RenderOptions(
+        gateway=None if gateway is None else parse(GatewayRef, to_plain(gateway, "gateway"), "gateway"),
+        labels=_label_map(to_plain(labels, "labels"), "labels", check_label_syntax=True),
+        annotations=_label_map(to_plain(annotations, "annotations"), "annotations", check_label_syntax=False),
+    )
+    records = ReplicaRecord.parse_list(replicas, "replicas")
+    return render_replicas(dep, records, cluster, cache, options)
+
+
+def prepare_deployment(deployment: Any, caches: Any) -> tuple[ModelDeployment, ModelCache | None]:
+    """Validate one ``gpufleet_model_deployments`` entry for rendering and find the cache it mounts (once per
+    deployment, whatever the number of clusters it is rendered for)."""
     dep: ModelDeployment = parse(ModelDeployment, deployment, "deployment")
     errors = deployment_reference_errors(dep, "deployment", None, check_selectors=False)
     if errors:
         raise FleetValidationError(errors)
-    cache = _find_cache(dep, caches)
-    gw = dep.gateway
-    if gw is None and gateway is not None:
-        gw = parse(GatewayRef, to_plain(gateway, "gateway"), "gateway")
+    return dep, _find_cache(dep, caches)
+
+
+def render_replicas(
+    dep: ModelDeployment,
+    records: list[ReplicaRecord],
+    cluster: str,
+    cache: ModelCache | None,
+    options: RenderOptions | None = None,
+) -> list[dict[str, Any]]:
+    """The objects serving ``dep``'s replicas placed on ``cluster``, over validated models (see the module docstring).
+
+    ``records`` may hold replicas on other clusters: they are checked against the deployment and ignored.
+    """
+    options = options or RenderOptions()
+    check_records(records, dep)
+    _check_backend(dep)
     ctx = _Context(
         dep=dep,
         cluster=cluster,
         cache=cache,
-        gateway=gw,
-        extra_labels=_label_map(to_plain(labels, "labels"), "labels", check_label_syntax=True),
-        extra_annotations=_label_map(to_plain(annotations, "annotations"), "annotations", check_label_syntax=False),
+        gateway=dep.gateway or options.gateway,
+        extra_labels=dict(options.labels),
+        extra_annotations=dict(options.annotations),
     )
-    _check_backend(dep)
-
-    parsed = _parse_replicas(replicas, dep)
-    mine = sorted((r for r in parsed if r.cluster == cluster), key=lambda r: (r.index, r.name))
+    mine = sorted((r for r in records if r.cluster == cluster), key=lambda r: (r.index, r.name or ""))
     objects: list[dict[str, Any]] = []
     for replica in mine:
-        objects.extend(_replica_objects(ctx, replica))
+        objects.extend(_replica_objects(ctx, replica.ordered_like(dep)))
     return objects
 
 
@@ -483,13 +308,13 @@ def _check_backend(dep: ModelDeployment) -> None:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _managed(ctx: _Context, replica: _Replica, *, pool: str, engine: str | None = None) -> dict[str, str]:
+def _managed(ctx: _Context, replica: ReplicaRecord, *, pool: str, engine: str | None = None) -> dict[str, str]:
     labels = {
         LABEL_MANAGED_BY: MANAGED_BY,
         LABEL_COMPONENT: COMPONENT,
         LABEL_DEPLOYMENT: ctx.dep.name,
         LABEL_CLUSTER: ctx.cluster,
-        LABEL_REPLICA: replica.name,
+        LABEL_REPLICA: _name(replica),
         LABEL_REPLICA_INDEX: str(replica.index),
     }
     if engine is not None:
@@ -526,15 +351,15 @@ def _backend(ctx: _Context, engine: Engine) -> str:
     return "leaderworkerset" if engine.is_gang else "deployment"
 
 
-def _replica_objects(ctx: _Context, replica: _Replica) -> list[dict[str, Any]]:
+def _replica_objects(ctx: _Context, replica: ReplicaRecord) -> list[dict[str, Any]]:
+    """``replica`` is ordered like the deployment: its engines and members zip with the deployment's."""
     objects: list[dict[str, Any]] = []
     gang_kserve = False
-    for engine in ctx.dep.engines:
-        placed = replica.engines[engine.name]
+    for engine, placed in zip(ctx.dep.engines, replica.engines, strict=True):
         backend = _backend(ctx, engine)
         gang_kserve = gang_kserve or (backend == "kserve" and engine.is_gang)
         objects.extend(_engine_objects(ctx, replica, engine, placed, backend))
-    first_pool = replica.engines[ctx.dep.engines[0].name].members[ctx.dep.engines[0].members[0].role].pool
+    first_pool = replica.engines[0].members[0].pool
     labels = _labels(ctx, _managed(ctx, replica, pool=first_pool))
     objects.append(_service(ctx, replica, labels, gang_kserve))
     if ctx.gateway is not None:
@@ -542,29 +367,18 @@ def _replica_objects(ctx: _Context, replica: _Replica) -> list[dict[str, Any]]:
     return objects
 
 
-def _placement_record(ctx: _Context, replica: _Replica) -> str:
-    """The replica's placement as JSON (no device requests, sorted keys): what a later run reads back."""
-    engines = []
-    for engine in ctx.dep.engines:
-        placed = replica.engines[engine.name]
-        members = [
-            {"role": m.role, "pool": placed.members[m.role].pool, "nodes": placed.members[m.role].nodes}
-            for m in engine.members
-        ]
-        engines.append({"name": engine.name, "copies": placed.copies, "members": members})
-    record = {
-        "name": replica.name,
-        "deployment": ctx.dep.name,
-        "namespace": ctx.dep.namespace,
-        "cluster": ctx.cluster,
-        "index": replica.index,
-        "engines": engines,
-    }
-    return json.dumps(record, sort_keys=True)
+def _name(replica: ReplicaRecord) -> str:
+    """A rendered record has a name (``check_against`` requires it)."""
+    return replica.name or ""
 
 
-def _service(ctx: _Context, replica: _Replica, labels: dict[str, str], gang_kserve: bool) -> dict[str, Any]:
-    selector = {LABEL_DEPLOYMENT: ctx.dep.name, LABEL_REPLICA: replica.name, LABEL_ENDPOINT: "true"}
+def _record_for(ctx: _Context, replica: ReplicaRecord) -> ReplicaRecord:
+    """The record as this render persists it: the deployment's namespace and the cluster rendered for."""
+    return replica.model_copy(update={"cluster": ctx.cluster, "namespace": ctx.dep.namespace})
+
+
+def _service(ctx: _Context, replica: ReplicaRecord, labels: dict[str, str], gang_kserve: bool) -> dict[str, Any]:
+    selector = {LABEL_DEPLOYMENT: ctx.dep.name, LABEL_REPLICA: _name(replica), LABEL_ENDPOINT: "true"}
     if gang_kserve:
         # KServe gives leader and worker pods the same labels; LWS marks the leader with worker-index 0.
         selector[LWS_WORKER_INDEX_LABEL] = "0"
@@ -572,7 +386,7 @@ def _service(ctx: _Context, replica: _Replica, labels: dict[str, str], gang_kser
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(
-            ctx, k8s_name(replica.name), labels, {ANNOTATION_PLACEMENT: _placement_record(ctx, replica)}
+            ctx, k8s_name(_name(replica)), labels, {ANNOTATION_PLACEMENT: _record_for(ctx, replica).to_annotation()}
         ),
         "spec": {
             "type": "ClusterIP",
@@ -582,7 +396,7 @@ def _service(ctx: _Context, replica: _Replica, labels: dict[str, str], gang_kser
     }
 
 
-def _http_route(ctx: _Context, replica: _Replica, labels: dict[str, str]) -> dict[str, Any]:
+def _http_route(ctx: _Context, replica: ReplicaRecord, labels: dict[str, str]) -> dict[str, Any]:
     gw = ctx.gateway
     if gw is None:
         raise AssertionError("HTTPRoute rendered without a gateway")  # pragma: no cover
@@ -594,19 +408,19 @@ def _http_route(ctx: _Context, replica: _Replica, labels: dict[str, str]) -> dic
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
-        "metadata": _metadata(ctx, k8s_name(replica.name), labels),
+        "metadata": _metadata(ctx, k8s_name(_name(replica)), labels),
         "spec": {
             "parentRefs": [parent],
             "rules": [
                 {
-                    "matches": [{"path": {"type": "PathPrefix", "value": f"/{ctx.dep.namespace}/{replica.name}/"}}],
+                    "matches": [{"path": {"type": "PathPrefix", "value": f"/{ctx.dep.namespace}/{_name(replica)}/"}}],
                     "filters": [
                         {
                             "type": "URLRewrite",
                             "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}},
                         }
                     ],
-                    "backendRefs": [{"name": k8s_name(replica.name), "port": ctx.dep.port}],
+                    "backendRefs": [{"name": k8s_name(_name(replica)), "port": ctx.dep.port}],
                     "timeouts": {"request": "0s"},
                 }
             ],
@@ -620,18 +434,17 @@ def _http_route(ctx: _Context, replica: _Replica, labels: dict[str, str]) -> dic
 
 
 def _engine_objects(
-    ctx: _Context, replica: _Replica, engine: Engine, placed: _EnginePlacement, backend: str
+    ctx: _Context, replica: ReplicaRecord, engine: Engine, placed: EngineRecord, backend: str
 ) -> list[dict[str, Any]]:
     max_len = {"deployment": MAX_NAME, "leaderworkerset": MAX_LWS_NAME, "kserve": MAX_KSERVE_NAME}[backend]
-    workload = k8s_name(f"{replica.name}-{engine.name}", max_len)
+    workload = k8s_name(f"{_name(replica)}-{engine.name}", max_len)
     objects: list[dict[str, Any]] = []
     pods: dict[str, _Pod] = {}
-    pool = placed.members[engine.members[0].role].pool
-    for member in engine.members:
-        mp = placed.members[member.role]
+    pool = placed.members[0].pool
+    for member, mp in zip(engine.members, placed.members, strict=True):
         rct = None
-        if mp.requests:
-            rct = k8s_name(f"{replica.name}-{engine.name}-{member.role.lower()}")
+        if mp.claimed_requests:
+            rct = k8s_name(f"{_name(replica)}-{engine.name}-{member.role.lower()}")
             objects.append(_claim_template(ctx, replica, engine, mp, rct))
         pods[member.role] = _pod(ctx, replica, engine, member, mp, rct, backend)
     labels = _labels(ctx, _managed(ctx, replica, pool=pool, engine=engine.name))
@@ -645,10 +458,10 @@ def _engine_objects(
 
 
 def _claim_template(
-    ctx: _Context, replica: _Replica, engine: Engine, mp: _MemberPlacement, name: str
+    ctx: _Context, replica: ReplicaRecord, engine: Engine, mp: MemberRecord, name: str
 ) -> dict[str, Any]:
     requests = []
-    for req in mp.requests:
+    for req in mp.claimed_requests:
         exactly: dict[str, Any] = {
             "deviceClassName": req.device_class_name,
             "allocationMode": "ExactCount",
@@ -670,15 +483,15 @@ def _claim_template(
 
 def _deployment(
     ctx: _Context,
-    replica: _Replica,
+    replica: ReplicaRecord,
     engine: Engine,
-    placed: _EnginePlacement,
+    placed: EngineRecord,
     name: str,
     labels: dict[str, str],
     pod: _Pod,
 ) -> dict[str, Any]:
     pod_meta, pod_spec = pod
-    selector = {LABEL_DEPLOYMENT: ctx.dep.name, LABEL_REPLICA: replica.name, LABEL_ENGINE: engine.name}
+    selector = {LABEL_DEPLOYMENT: ctx.dep.name, LABEL_REPLICA: _name(replica), LABEL_ENGINE: engine.name}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -694,7 +507,7 @@ def _deployment(
 
 
 def _leader_worker_set(
-    ctx: _Context, engine: Engine, placed: _EnginePlacement, name: str, labels: dict[str, str], pods: dict[str, _Pod]
+    ctx: _Context, engine: Engine, placed: EngineRecord, name: str, labels: dict[str, str], pods: dict[str, _Pod]
 ) -> dict[str, Any]:
     worker = next(m for m in engine.members if m.role == "Worker")
     if worker.worker is None:
@@ -726,7 +539,7 @@ def _leader_worker_set(
 
 
 def _llm_inference_service(
-    ctx: _Context, engine: Engine, placed: _EnginePlacement, name: str, labels: dict[str, str], pods: dict[str, _Pod]
+    ctx: _Context, engine: Engine, placed: EngineRecord, name: str, labels: dict[str, str], pods: dict[str, _Pod]
 ) -> dict[str, Any]:
     dep = ctx.dep
     serving_role = "Leader" if engine.is_gang else "Standalone"
@@ -925,10 +738,10 @@ def _add_volume(spec: dict[str, Any], volume: dict[str, Any]) -> None:
 
 def _pod(
     ctx: _Context,
-    replica: _Replica,
+    replica: ReplicaRecord,
     engine: Engine,
     member: Member,
-    mp: _MemberPlacement,
+    mp: MemberRecord,
     rct: str | None,
     backend: str,
 ) -> _Pod:
