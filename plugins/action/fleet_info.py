@@ -6,6 +6,7 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import role_contract
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import (
     CACHES_VAR,
@@ -72,7 +73,7 @@ class ActionModule(ActionBase):
                 failed=True, msg=f"The fleet is not valid; nothing was changed.\n{exc}", errors=_error_list(exc)
             )
             return result
-        result.update(changed=False, fleet=fleet.to_dict(), summary=fleet.summary())
+        result.update(changed=False, fleet=fleet.to_dict(), summary=fleet.summary(), contract=role_contract())
         return result
 
 

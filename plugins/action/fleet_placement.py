@@ -6,8 +6,8 @@ from typing import Any
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import observed_replicas, place_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain

@@ -3,8 +3,8 @@
 """The collection's Kubernetes contract: every label, annotation, owner selector, taint and name rule in one place.
 
 What the collection writes to a cluster (or a render directory) and later reads back is defined here and nowhere
-else. Python imports these names; the roles read them through the ``gpufleet.serving.contract`` lookup-free path:
-``fleet_manifests`` returns ``contract`` (owner selectors, kinds) so YAML never spells a ``gpufleet.io/*`` key itself.
+else. Python imports these names; the roles read what they need from ``fleet_info``'s ``contract`` return value
+(:func:`role_contract`: owner selectors, the kinds to prune and to wait on) instead of spelling them in YAML.
 """
 
 from __future__ import annotations
@@ -130,11 +130,16 @@ def is_label_key(key: str) -> bool:
     )
 
 
-def contract_summary() -> dict[str, Any]:
-    """What YAML needs of the contract (returned by fleet_manifests / cache plugins as ``contract``)."""
+def role_contract() -> dict[str, Any]:
+    """What the roles' YAML needs of the contract, returned by ``fleet_info`` as ``contract``: owner selectors, the
+    kinds a serving render emits (pruned in apply mode) and the workload kinds whose readiness is awaited."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.backends import serving_kinds, workload_kinds
+
     return {
         "serving_owner_selector": selector(SERVING_OWNER),
         "cache_owner_selector": selector(CACHE_OWNER),
         "annotation_placement": ANNOTATION_PLACEMENT,
         "node_pool_label": NODE_POOL_LABEL,
+        "serving_kinds": [k.to_dict() for k in serving_kinds()],
+        "workload_kinds": [k.to_dict() for k in workload_kinds()],
     }

@@ -158,12 +158,15 @@ def test_duplicates_are_read_once():
     [
         ("{not json", "Expecting property name"),
         (json.dumps({"deployment": "d", "cluster": "c", "index": 0}), "record.engines: is required"),
-        (json.dumps({"deployment": "d", "cluster": "c", "index": "0", "engines": []}), "record.index: must be an integer"),
+        (
+            json.dumps({"deployment": "d", "cluster": "c", "index": "0", "engines": []}),
+            "record.index: must be an integer",
+        ),
     ],
 )
 def test_an_unreadable_record_names_the_object(annotation, reason):
     svc = {"metadata": {"name": "svc-a", "annotations": {PLACEMENT_ANNOTATION: annotation}}}
-    with pytest.raises(GpufleetError, match="object 'svc-a' carries an unreadable gpufleet.io/placement") as info:
+    with pytest.raises(GpufleetError, match=r"object 'svc-a' carries an unreadable gpufleet\.io/placement") as info:
         observed_replicas([svc])
     assert reason in str(info.value)
 
