@@ -16,7 +16,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_NOCOLOR := 1
 export ANSIBLE_FORCE_COLOR := 0
 
-.PHONY: help setup demo test lint unit sanity ansible-lint molecule build docs-check clean bench
+.PHONY: help setup demo test lint typecheck unit sanity ansible-lint molecule build docs-check clean bench
 
 help:
 	@echo "make demo   - validate and render the example fleet offline (does its own setup)"
@@ -42,6 +42,11 @@ lint: setup
 	$(BIN)/ruff format --check plugins roles tests benchmarks
 	$(BIN)/yamllint -s .
 
+# plugins/module_utils is the typed core: it must stay mypy-clean (configuration in pyproject.toml).
+typecheck: setup
+	cd $(VENV)/collections && $(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
+		-p ansible_collections.gpufleet.serving.plugins.module_utils
+
 unit: setup
 	$(BIN)/python -m pytest -n 2 tests/unit
 
@@ -57,7 +62,7 @@ molecule: setup
 build: setup
 	scripts/build-check.sh
 
-test: lint unit sanity ansible-lint build molecule
+test: lint typecheck unit sanity ansible-lint build molecule
 	@echo "make test: all checks passed"
 
 # -P: benchmarks/selectors.py must not shadow the standard library's selectors module.

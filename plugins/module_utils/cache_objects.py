@@ -27,19 +27,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils import contract
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelCache, check_dns_label, parse
 
-MANAGED_BY = "gpufleet.serving"
-COMPONENT = "model-cache"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-LABEL_CACHE = "gpufleet.io/cache"
-LABEL_CLUSTER = "gpufleet.io/cluster"
-LABEL_COMPONENT = "gpufleet.io/component"
-ANNOTATION_SOURCE = "gpufleet.io/source"
-ANNOTATION_REVISION = "gpufleet.io/revision"
-# Set on the PVC (apply mode) to the name of the Job that hydrated it, once that Job succeeded.
-ANNOTATION_HYDRATED_BY = "gpufleet.io/hydrated-by"
+# The cache's labels and annotations are part of the collection's Kubernetes contract (contract.py).
+MANAGED_BY = contract.MANAGED_BY
+COMPONENT = contract.COMPONENT_CACHE
+LABEL_MANAGED_BY = contract.LABEL_MANAGED_BY
+LABEL_CACHE = contract.LABEL_CACHE
+LABEL_CLUSTER = contract.LABEL_CLUSTER
+LABEL_COMPONENT = contract.LABEL_COMPONENT
+ANNOTATION_SOURCE = contract.ANNOTATION_SOURCE
+ANNOTATION_REVISION = contract.ANNOTATION_REVISION
+ANNOTATION_HYDRATED_BY = contract.ANNOTATION_HYDRATED_BY
 
 MOUNT_PATH = "/mnt/models"
 MANIFEST_PATH = f"{MOUNT_PATH}/.gpufleet/manifest.json"

@@ -63,6 +63,12 @@ MANAGED_LABEL_KEYS: tuple[str, ...] = (
 )
 #: The per-replica Service carries the replica's placement record (records.ReplicaRecord.to_annotation()).
 ANNOTATION_PLACEMENT = "gpufleet.io/placement"
+# Model caches (design.md §5)
+LABEL_CACHE = "gpufleet.io/cache"
+ANNOTATION_SOURCE = "gpufleet.io/source"
+ANNOTATION_REVISION = "gpufleet.io/revision"
+#: Set on the PVC (apply mode) to the name of the Job that hydrated it, once that Job succeeded.
+ANNOTATION_HYDRATED_BY = "gpufleet.io/hydrated-by"
 #: The node label a pool's nodes carry (set by the cluster roles and the local fleet); serving pods select it.
 NODE_POOL_LABEL = "gpufleet.io/pool"
 

@@ -113,6 +113,7 @@ class CelSyntaxError(Exception):
 
 class Node:
     __slots__ = ("pos",)
+    pos: int
 
 
 class Const(Node):
@@ -582,7 +583,7 @@ class Parser:
                     v = -lit.value
                     if v < -_INT64_MAX - 1:
                         raise CelSyntaxError(f"Syntax error: invalid int literal '-{lit.text}'", lit.pos)
-                    operand: Node = Const(t.pos, "int", v)
+                    operand = Const(t.pos, "int", v)
                 else:
                     operand = Const(t.pos, "double", -lit.value)
                 operand = self.member_suffix(operand)
@@ -1649,7 +1650,10 @@ def _go_format_double(f: float) -> str:
         return "+Inf"
     if f == -math.inf:
         return "-Inf"
-    sign, digits, exp = decimal.Decimal(repr(f)).as_tuple()
+    sign, digits, raw_exp = decimal.Decimal(repr(f)).as_tuple()
+    if not isinstance(raw_exp, int):  # pragma: no cover - NaN and infinities are handled above
+        raise _CelError(f"cannot format {f!r}")
+    exp = raw_exp
     neg = "-" if sign else ""
     ds = "".join(str(d) for d in digits).lstrip("0")
     if not ds:

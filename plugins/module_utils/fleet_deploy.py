@@ -101,8 +101,9 @@ class FleetPlacement:
 def explain_lines(unschedulable: Mapping[str, Any] | None) -> list[str]:
     """Flatten placement's ``unschedulable`` (``{cluster: {code, reason, pools: {pool: why}}}``) into lines."""
     lines: list[str] = []
-    for cluster in sorted(unschedulable or {}):
-        entry = unschedulable[cluster]
+    table = unschedulable or {}
+    for cluster in sorted(table):
+        entry = table[cluster]
         lines.append(f"{cluster}: {entry.get('reason') or entry.get('code', '')}")
         lines.extend(f"  {cluster}/{pool}: {why}" for pool, why in (entry.get("pools") or {}).items())
     return lines

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,7 +114,7 @@ def read_objects(
     *,
     kinds: Iterable[str] | None = None,
     skip: Iterable[str] = (),
-):
+) -> Iterator[tuple[str, str, Any]]:
     """Yield ``(cluster, relpath, object)`` for every rendered object matching ``selector`` (all when None).
 
     ``kinds`` limits the files read to those kinds (by file name); ``skip`` lists relative paths not to read.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import traceback
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
@@ -678,7 +679,7 @@ def format_loc(prefix: str, loc: tuple[Any, ...]) -> str:
 _ALIASES = {"class_": "class", "bool_": "bool", "int_": "int"}
 
 
-def _reason(err: dict[str, Any]) -> str:
+def _reason(err: Mapping[str, Any]) -> str:
     kind = err.get("type", "")
     ctx = err.get("ctx") or {}
     if kind == "literal_error":

@@ -43,7 +43,6 @@ stays a 63-character DNS label.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import replica_name
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     InferenceClass,
@@ -84,7 +84,6 @@ CODE_NO_MATCHING_POOL = "NoMatchingPool"
 CODE_INSUFFICIENT_CAPACITY = "InsufficientCapacity"
 
 NAME_HASH_DIGITS = 5
-MAX_NAME_LENGTH = 63
 _MEMO_LIMIT = 200_000
 
 
@@ -148,13 +147,6 @@ SELECTORS = SelectorEngine()
 # --------------------------------------------------------------------------------------------------------------------
 # Names
 # --------------------------------------------------------------------------------------------------------------------
-
-
-def replica_name(deployment: str, cluster: str, index: int, digits: int = NAME_HASH_DIGITS) -> str:
-    """``<deployment>-<first `digits` hex of sha256("<deployment>/<cluster>/<index>")>``, at most 63 characters."""
-    digest = hashlib.sha256(f"{deployment}/{cluster}/{index}".encode()).hexdigest()[:digits]
-    prefix = deployment[: MAX_NAME_LENGTH - 1 - digits].rstrip("-")
-    return f"{prefix}-{digest}"
 
 
 def _is_derived_name(name: str | None, deployment: str, cluster: str, index: int) -> bool:
@@ -761,10 +753,10 @@ class _Planner:
                 for m in e.members:
                     used[(r.cluster, m.pool)] = used.get((r.cluster, m.pool), 0) + m.nodes
         touched: set[tuple[str, str]] = set()
-        for r in ours:
-            for e in r["engines"]:
+        for mine in ours:
+            for e in mine["engines"]:
                 for m in e["members"]:
-                    key = (r["cluster"], m["pool"])
+                    key = (mine["cluster"], m["pool"])
                     used[key] = used.get(key, 0) + m["nodes"]
                     touched.add(key)
         out = []

@@ -194,6 +194,7 @@ def _parse_quantity_string(s: str) -> tuple[bool, str, str, str, str]:
             continue
         break
     # numerator
+    num = ""
     i = pos
     while True:
         if i >= end:

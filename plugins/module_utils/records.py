@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     BaseModel,
     ConfigDict,
     Field,
+    Member,
     ModelDeployment,
     ValidationError,
     field_validator,
@@ -96,7 +97,10 @@ class ResolvedRequest(_Record):
     count: PosInt = 1
     selectors: Selectors = Field(default_factory=list)
 
-    _map = model_validator(mode="before")(classmethod(lambda cls, v: _mapping(v, "a mapping")))
+    @model_validator(mode="before")
+    @classmethod
+    def _map(cls, v: Any) -> Any:
+        return _mapping(v, "a mapping")
 
     @field_validator("device_class_name")
     @classmethod
@@ -128,7 +132,10 @@ class MemberRecord(_Record):
     #: ``None``: the record does not say (a compact read-back from the placement annotation).
     device_requests: list[ResolvedRequest] | None = None
 
-    _map = model_validator(mode="before")(classmethod(lambda cls, v: _mapping(v, "a mapping")))
+    @model_validator(mode="before")
+    @classmethod
+    def _map(cls, v: Any) -> Any:
+        return _mapping(v, "a mapping")
 
     @property
     def claimed_requests(self) -> list[ResolvedRequest]:
@@ -140,7 +147,10 @@ class EngineRecord(_Record):
     copies: PosInt = 1
     members: list[MemberRecord]
 
-    _map = model_validator(mode="before")(classmethod(lambda cls, v: _mapping(v, "a mapping")))
+    @model_validator(mode="before")
+    @classmethod
+    def _map(cls, v: Any) -> Any:
+        return _mapping(v, "a mapping")
 
     def member(self, role: str) -> MemberRecord:
         for m in self.members:
@@ -159,7 +169,10 @@ class ReplicaRecord(_Record):
     index: NonNegInt
     engines: list[EngineRecord]
 
-    _map = model_validator(mode="before")(classmethod(lambda cls, v: _mapping(v, "a replica mapping")))
+    @model_validator(mode="before")
+    @classmethod
+    def _map(cls, v: Any) -> Any:
+        return _mapping(v, "a replica mapping")
 
     # -- conversions -------------------------------------------------------------------------------------------------
 
@@ -294,7 +307,7 @@ class ReplicaRecord(_Record):
                 errors.append((f"{eat}.name", f"engine {rengine.name!r} is listed twice"))
                 continue
             placed.add(rengine.name)
-            wanted = {m.role: m for m in engine.members}
+            wanted: dict[str, Member] = {m.role: m for m in engine.members}
             seen: set[str] = set()
             for mi, rmember in enumerate(rengine.members):
                 mat = f"{eat}.members[{mi}]"

@@ -97,8 +97,8 @@ class Version:
             return 1
         if not o.pre:
             return -1
-        for a, b in zip(self.pre, o.pre, strict=False):
-            c = a.compare(b)
+        for mine, theirs in zip(self.pre, o.pre, strict=False):
+            c = mine.compare(theirs)
             if c:
                 return c
         return (len(self.pre) > len(o.pre)) - (len(self.pre) < len(o.pre))
