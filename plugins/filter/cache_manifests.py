@@ -71,7 +71,7 @@ def cache_manifests(
             options=opts,
             adopted_check=adopted_check,
         )
-    except (GpufleetError, TypeError) as exc:
+    except GpufleetError as exc:
         raise AnsibleFilterError(f"{FILTER}: {exc}") from exc
 
 
@@ -83,7 +83,7 @@ def cache_job_status(job: Any, pods: Any = None) -> dict[str, Any]:
         raise AnsibleFilterError(f"{STATUS_FILTER}: pods must be a list of Pod objects (got {type(pods).__name__})")
     try:
         return job_status(None if job is None else _plain(job), _plain(pods or []))
-    except (GpufleetError, TypeError, AttributeError) as exc:
+    except GpufleetError as exc:
         raise AnsibleFilterError(f"{STATUS_FILTER}: {exc}") from exc
 
 
@@ -93,7 +93,7 @@ def cache_status_summary(statuses: Any, caches: Any = None, hosts: Any = None) -
         return summarize_status(
             _plain(statuses), None if caches is None else _plain(caches), None if hosts is None else _plain(hosts)
         )
-    except (GpufleetError, KeyError, TypeError, AttributeError) as exc:
+    except GpufleetError as exc:
         raise AnsibleFilterError(f"{SUMMARY_FILTER}: {exc}") from exc
 
 

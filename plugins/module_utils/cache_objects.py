@@ -743,8 +743,13 @@ def summarize_status(
         entries[key] = {"cache": key[0], "cluster": key[1], "status": status, "message": str(item.get("message") or "")}
     if caches is not None:
         wanted_hosts = set(hosts) if hosts is not None else None
-        for cache in caches:
-            for cluster in cache.get("candidate_clusters", []):
+        for ci, cache in enumerate(caches):
+            if not isinstance(cache, Mapping) or not isinstance(cache.get("name"), str) or not cache["name"]:
+                raise CacheObjectsError(f"caches[{ci}] must be a fleet_info cache with a name (got {cache!r:.120})")
+            candidates = cache.get("candidate_clusters", [])
+            if isinstance(candidates, (str, Mapping)) or not isinstance(candidates, Iterable):
+                raise CacheObjectsError(f"caches[{ci}].candidate_clusters must be a list of cluster names")
+            for cluster in candidates:
                 if wanted_hosts is not None and cluster not in wanted_hosts:
                     continue
                 entries.setdefault(

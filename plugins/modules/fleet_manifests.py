@@ -20,11 +20,9 @@ description:
     Everything is rendered before the first file is written.
 author:
   - gpufleet.serving contributors (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.serving.fleet
 options:
-  fleet:
-    description: The normalised fleet, as returned in C(fleet) by M(gpufleet.serving.fleet_info).
-    type: dict
-    required: true
   replicas:
     description: Every replica of every deployment, as returned in C(replicas) by M(gpufleet.serving.fleet_placement).
     type: list

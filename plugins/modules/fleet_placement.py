@@ -23,11 +23,9 @@ description:
     O(cordoned) gets C(gpufleet.io/cordon=true:NoSchedule) (it takes no new replicas).
 author:
   - gpufleet.serving contributors (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.serving.fleet
 options:
-  fleet:
-    description: The normalised fleet, as returned in C(fleet) by M(gpufleet.serving.fleet_info).
-    type: dict
-    required: true
   observed_objects:
     description: Objects read from the clusters (for example with M(kubernetes.core.k8s_info)) that may carry placement annotations.
     type: list
