@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Model cache filters: gpufleet.serving.cache_manifests, cache_job_status and cache_status_summary.
 
 Documentation is in ``cache_manifests.yml``, ``cache_job_status.yml`` and ``cache_status_summary.yml`` beside this

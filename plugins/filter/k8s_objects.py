@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Filter gpufleet.serving.k8s_missing_from: the objects of one list that are not in another (for pruning)."""
 
 from __future__ import annotations

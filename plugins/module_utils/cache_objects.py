@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Kubernetes objects of a model cache on one cluster (design.md §5): PVC, hydrator ConfigMap, hydration Job.
 
 Pure functions of their inputs, shared by the ``gpufleet.serving.cache_manifests`` filter, the ``model_cache`` role

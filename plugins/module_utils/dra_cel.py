@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """DRA device-selector CEL engine (Kubernetes 1.34 semantics), pure Python.
 
 Public API (imported by other plugins and external checks)::

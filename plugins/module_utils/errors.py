@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The collection's one error spine.
 
 Every ``module_utils`` function raises :class:`GpufleetError` (or a subclass) with a

@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Assemble and validate the whole fleet: inference classes, clusters (inventory hosts), deployments, caches.
 
 ``validate_fleet`` collects *every* problem (not only the first), checks cross-references, and raises one

@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Fleet-wide deploy orchestration: observed state in, every deployment placed in order, a report out.
 
 The deploy playbook calls :func:`place_fleet` once per run (one task, not one per deployment): deployments are placed

@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The render directory: ``<root>/<cluster>/<namespace>/<kind>-<name>.yaml``, one Kubernetes object per file.
 
 Writes are atomic (temporary file in the same directory, then ``os.replace``) and only happen when the content

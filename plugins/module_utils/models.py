@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Typed fleet data model (pydantic v2): inference classes, clusters, model deployments, model caches.
 
 Shapes and names follow ``docs/fleet.md`` (design.md §1-3, §5). Our own keys are snake_case; anything that is a

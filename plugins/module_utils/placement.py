@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Device-aware replica placement (design.md §4): a pure function of the fleet it is given.
 
 ``place(deployment=..., clusters=..., classes=..., replicas=...)`` returns the deployment's replicas, the counts, a

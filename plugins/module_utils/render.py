@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Render the Kubernetes objects that serve a deployment's replicas on one cluster (design.md §6).
 
 ``render_serving_manifests(replicas, deployment, cluster=..., caches=...)`` is the logic behind the

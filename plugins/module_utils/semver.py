@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Semantic versions with blang/semver v4 semantics, in pure Python.
 
 Kubernetes' CEL ``semver()`` and DRA ``version`` attributes parse with
