@@ -106,10 +106,8 @@ def test_place_render_write_and_read_back(example_task_vars, tmp_path):
 
 def test_fleet_placement_fails_with_the_one_shape_on_a_bad_fallback(example_task_vars):
     fleet = _fleet(example_task_vars)["fleet"]
-    result = run_action(
-        "fleet_placement",
-        {"fleet": fleet, "unreachable": ["onprem-a"], "fallback_replicas": [{"cluster": "onprem-a", "deployment": fleet["deployments"][0]["name"], "index": "x"}]},
-    )  # fmt: skip
+    bad = {"cluster": "onprem-a", "deployment": fleet["deployments"][0]["name"], "index": "x"}
+    result = run_action("fleet_placement", {"fleet": fleet, "unreachable": ["onprem-a"], "fallback_replicas": [bad]})
     assert result["failed"] is True and result["msg"].startswith("fleet_placement: ")
     assert any(e["path"].startswith("observed[0]") for e in result["errors"])
 
