@@ -15,7 +15,10 @@ from k8s_schemas import validate_objects
 
 from ansible_collections.gpufleet.serving.plugins.filter.cache_manifests import (
     FilterModule,
+    cache_adopted_volume,
+    cache_job_action,
     cache_job_status,
+    cache_jobs_to_delete,
     cache_manifests,
     cache_status_summary,
 )
@@ -40,6 +43,9 @@ def test_filters_are_registered():
         "cache_manifests": cache_manifests,
         "cache_job_status": cache_job_status,
         "cache_status_summary": cache_status_summary,
+        "cache_job_action": cache_job_action,
+        "cache_jobs_to_delete": cache_jobs_to_delete,
+        "cache_adopted_volume": cache_adopted_volume,
     }
 
 
@@ -143,7 +149,17 @@ def doc(name: str) -> dict[str, Any]:
     return yaml.safe_load((FILTER_DIR / f"{name}.yml").read_text())
 
 
-@pytest.mark.parametrize("name", ["cache_manifests", "cache_job_status", "cache_status_summary"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cache_manifests",
+        "cache_job_status",
+        "cache_status_summary",
+        "cache_job_action",
+        "cache_jobs_to_delete",
+        "cache_adopted_volume",
+    ],
+)
 def test_every_filter_has_a_doc_sidecar(name):
     data = doc(name)
     assert set(data) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}
