@@ -25,7 +25,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.placement import 
     validate_classes,
     validate_clusters,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.records import LedgerRecord, ReplicaRecord
+from ansible_collections.gpufleet.serving.plugins.module_utils.records import ReplicaRecord
 
 PLACEMENT_ANNOTATION = ANNOTATION_PLACEMENT  # kept for importers; the contract module owns it
 
@@ -157,8 +157,8 @@ def place_fleet(
     models = {c.name: c for c in validate_clusters(list(by_name.values()), classes)}
     names = [d["name"] for d in fleet["deployments"]]
     # Replicas of deployments that are no longer in the fleet are dropped (their objects get pruned) and free capacity.
-    current: list[ReplicaRecord | LedgerRecord] = list(
-        ReplicaRecord.parse_list([r for r in observed if r.get("deployment") in names], "observed")
+    current: list[ReplicaRecord] = ReplicaRecord.parse_list(
+        [r for r in observed if r.get("deployment") in names], "observed"
     )
     outcome = FleetPlacement()
     for dep_data in fleet["deployments"]:
@@ -168,7 +168,7 @@ def place_fleet(
         result = plan(dep, classes, candidates, current)
         current = [r for r in current if r.deployment != dep.name] + list(result.replicas)
         outcome.results[dep.name] = result.to_dict()
-    outcome.replicas = [r.to_dict() if isinstance(r, ReplicaRecord) else r.model_dump() for r in current]
+    outcome.replicas = [r.to_dict() for r in current]
     return outcome
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import cached_property
 from typing import Any, Literal
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
@@ -404,7 +405,10 @@ class PlacementPool(BaseModel):
 
 
 class PlacementCluster(BaseModel):
-    """A candidate cluster: its pools in order, its fleet-level taints and whether it takes new replicas."""
+    """A candidate cluster: its pools in order, its fleet-level taints and whether it takes new replicas.
+
+    Only native constraints here (clusters are validated in bulk on every placement); ``placement.validate_clusters``
+    checks pool names are unique and their classes known."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -413,18 +417,7 @@ class PlacementCluster(BaseModel):
     taints: list[Taint] = Field(default_factory=list)
     ready: bool = True
 
-    @field_validator("pools", "taints", mode="before")
-    @classmethod
-    def _none_is_empty(cls, v: Any) -> Any:
-        return [] if v is None else v
-
-    @field_validator("pools")
-    @classmethod
-    def _unique_pools(cls, v: list[PlacementPool]) -> list[PlacementPool]:
-        _no_duplicates([p.name for p in v], "pool name")
-        return v
-
-    @property
+    @cached_property
     def classes(self) -> tuple[str, ...]:
         """The pools' classes, in pool order (the key placement memoises a cluster's options by)."""
         return tuple(p.class_name for p in self.pools)
@@ -717,16 +710,34 @@ def _reason(err: Mapping[str, Any]) -> str:
 
 
 def translate_errors(
-    prefix: str, exc: ValidationError, rename_first: dict[str, str] | None = None
+    prefix: str,
+    exc: ValidationError,
+    rename_first: dict[str, str] | None = None,
+    reason: Callable[[Mapping[str, Any]], str | None] | None = None,
 ) -> list[tuple[str, str]]:
-    """pydantic errors -> ``(path, reason)``; ``rename_first`` maps a top-level field to the variable the user wrote."""
+    """pydantic errors -> ``(path, reason)``; ``rename_first`` maps a top-level field to the variable the user wrote;
+    ``reason`` may word an error itself (``None``: the generic wording)."""
     out = []
     for err in exc.errors(include_url=False):
         loc = tuple(_ALIASES.get(p, p) if isinstance(p, str) else p for p in err.get("loc", ()))
         if rename_first and loc and isinstance(loc[0], str):
             loc = (rename_first.get(loc[0], loc[0]), *loc[1:])
-        out.append((format_loc(prefix, loc), _reason(err)))
+        text = reason(err) if reason is not None else None
+        out.append((format_loc(prefix, loc), text if text is not None else _reason(err)))
     return out
+
+
+_ADAPTERS: dict[Any, Any] = {}
+
+
+def list_adapter(model: Any) -> Any:
+    """A cached pydantic TypeAdapter for ``list[model]``: one (native) validation call for a whole list."""
+    adapter = _ADAPTERS.get(model)
+    if adapter is None:
+        from pydantic import TypeAdapter
+
+        adapter = _ADAPTERS[model] = TypeAdapter(list[model])
+    return adapter
 
 
 def parse(model: type[Any], data: Any, prefix: str) -> Any:

@@ -61,15 +61,14 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     Taint,
     ValidationError,
     format_loc,
+    list_adapter,
     parse,
     require_pydantic,
+    translate_errors,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.records import (
-    EngineRecord,
     LedgerRecord,
-    MemberRecord,
     ReplicaRecord,
-    ResolvedRequest,
 )
 
 CONDITION_TYPE = "ReplicasScheduled"
@@ -196,26 +195,34 @@ def validate_clusters(clusters: Any, classes: Mapping[str, Any]) -> list[Placeme
         return []
     if not isinstance(clusters, list):
         raise FleetValidationError([("clusters", f"must be a list (got {type(clusters).__name__})")])
+    # ``pools: null`` / ``taints: null`` mean none (as a read-back may spell it).
+    data = [
+        {**c, "pools": c.get("pools") or [], "taints": c.get("taints") or []}
+        if isinstance(c, Mapping) and (c.get("pools") is None or c.get("taints") is None)
+        else c
+        for c in clusters
+    ]
+    try:
+        out: list[PlacementCluster] = list_adapter(PlacementCluster).validate_python(data)
+    except ValidationError as exc:
+        raise FleetValidationError(translate_errors("clusters", exc)) from None
     errors: list[tuple[str, str]] = []
-    out: list[PlacementCluster] = []
     seen: set[str] = set()
-    for ci, data in enumerate(clusters):
+    for ci, cluster in enumerate(out):
         path = f"clusters[{ci}]"
-        try:
-            cluster: PlacementCluster = parse(PlacementCluster, data, path)
-        except FleetValidationError as exc:
-            errors.extend(exc.errors)
-            continue
         if cluster.name in seen:
             errors.append((f"{path}.name", f"duplicate cluster name {cluster.name!r}"))
         seen.add(cluster.name)
+        pool_names: set[str] = set()
         for pi, pool in enumerate(cluster.pools):
+            if pool.name in pool_names:
+                errors.append((f"{path}.pools[{pi}].name", f"duplicate pool name {pool.name!r}"))
+            pool_names.add(pool.name)
             if pool.class_name not in classes:
                 known = ", ".join(sorted(classes)) or "none given"
                 errors.append(
                     (f"{path}.pools[{pi}].class", f"unknown inference class {pool.class_name!r} (known: {known})")
                 )
-        out.append(cluster)
     if errors:
         raise FleetValidationError(errors)
     return out
@@ -228,24 +235,46 @@ def validate_records(replicas: Any, ours: str) -> list[ReplicaRecord | LedgerRec
         return []
     if not isinstance(replicas, list):
         raise FleetValidationError([("replicas", f"must be a list (got {type(replicas).__name__})")])
-    errors: list[tuple[str, str]] = []
-    out: list[ReplicaRecord | LedgerRecord] = []
+    mine: list[tuple[int, Any]] = []
+    others: list[tuple[int, Any]] = []
     for ri, data in enumerate(replicas):
-        path = f"replicas[{ri}]"
         deployment = data.get("deployment") if isinstance(data, Mapping) else None
-        try:
-            if isinstance(deployment, str) and deployment and deployment != ours:
+        if isinstance(deployment, str) and deployment and deployment != ours:
+            others.append((ri, data))
+        else:
+            mine.append((ri, data))
+    out: list[ReplicaRecord | LedgerRecord | None] = [None] * len(replicas)
+    errors: list[tuple[str, str]] = []
+    for group, model in ((mine, ReplicaRecord), (others, LedgerRecord)):
+        if not group:
+            continue
+        try:  # the whole group in one validation call; item by item only to name what is wrong
+            for (ri, _data), record in zip(
+                group, list_adapter(model).validate_python([d for _i, d in group]), strict=True
+            ):
+                out[ri] = record
+        except ValidationError:
+            for ri, data in group:
+                if model is LedgerRecord:
+                    try:
+                        out[ri] = list_adapter(LedgerRecord).validate_python([data])[0]
+                        continue
+                    except ValidationError:
+                        pass  # say precisely what is wrong, as for a full record
                 try:
-                    out.append(LedgerRecord.model_validate(data))
-                    continue
-                except ValidationError:
-                    pass  # say precisely what is wrong, below
-            out.append(ReplicaRecord.parse(data, path))
-        except FleetValidationError as exc:
-            errors.extend(exc.errors)
+                    out[ri] = ReplicaRecord.parse(data, f"replicas[{ri}]")
+                except FleetValidationError as exc:
+                    errors.extend(exc.errors)
     if errors:
-        raise FleetValidationError(errors)
-    return out
+        raise FleetValidationError(sorted(errors, key=lambda e: _replica_index(e[0])))
+    return [r for r in out if r is not None]
+
+
+def _replica_index(path: str) -> int:
+    try:
+        return int(path.split("[", 1)[1].split("]", 1)[0])
+    except (IndexError, ValueError):
+        return -1
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -447,6 +476,12 @@ class _Placed:
     name: str = ""
 
 
+def _charge(r: ReplicaRecord | LedgerRecord) -> tuple[object, str, str, list[tuple[str, int]]]:
+    if isinstance(r, ReplicaRecord):
+        return r, r.deployment, r.cluster, [(m.pool, m.nodes) for e in r.engines for m in e.members]
+    return r, r["deployment"], r["cluster"], [(m["pool"], m["nodes"]) for e in r["engines"] for m in e["members"]]
+
+
 class _Planner:
     def __init__(
         self,
@@ -461,7 +496,8 @@ class _Planner:
         self.devices = {name: _class_devices(cls) for name, cls in classes.items()}
         self.clusters = clusters
         self.by_name = {c.name: c for c in clusters}
-        self.replicas = replicas
+        # What every replica of the fleet holds, as the ledger reads it: (record, deployment, cluster, [(pool, nodes)]).
+        self.charges: list[tuple[object, str, str, list[tuple[str, int]]]] = [_charge(r) for r in replicas]
         self.sel = sel
         self._member_memo: dict[tuple[str, int, int], _MemberMatch] = {}
         self._options_memo: dict[tuple[str, ...], list[list[_Option | str]]] = {}
@@ -612,14 +648,13 @@ class _Planner:
     def build_ledger(self, kept: list[_Placed]) -> None:
         self.free = {(c.name, p.name): p.nodes for c in self.clusters for p in c.pools}
         kept_ids = {id(p.observed) for p in kept}
-        for r in self.replicas:
-            if r.deployment == self.dep.name and id(r) not in kept_ids:
+        for record, deployment, cluster, held in self.charges:
+            if deployment == self.dep.name and id(record) not in kept_ids:
                 continue  # dropped or scaled down: its nodes are freeing up
-            for e in r.engines:
-                for m in e.members:
-                    key = (r.cluster, m.pool)
-                    if m.nodes and key in self.free:
-                        self.free[key] -= m.nodes
+            for pool, nodes in held:
+                key = (cluster, pool)
+                if nodes and key in self.free:
+                    self.free[key] -= nodes
 
     def try_place(self, cluster: PlacementCluster) -> tuple[list[tuple[str, _Option]] | None, str, dict[str, str], str]:
         """Fit one replica on ``cluster`` against the ledger: (placement, or None with code, per-pool reasons, reason)."""
@@ -720,40 +755,38 @@ class _Planner:
 
     # -- output ------------------------------------------------------------------------------------------------------
 
-    def record(self, p: _Placed) -> ReplicaRecord:
-        """The placed replica as a record (built without re-validation: every value comes from validated models)."""
+    def replica_dict(self, p: _Placed) -> dict[str, Any]:
+        """The placed replica in the record's dict shape (``ReplicaRecord.to_dict``), built directly: every value
+        comes from validated models, and the record itself is only built when a caller asks for it."""
         engines = []
         for engine, (pool, option) in zip(self.engines, p.engines, strict=True):
             members = []
             for member, mm in zip(engine.members, option.members, strict=True):
                 members.append(
-                    MemberRecord.model_construct(
-                        role=member.role,
-                        pool=pool,
-                        nodes=member.pods * engine.copies if mm.claims else 0,
-                        device_requests=[
-                            ResolvedRequest.model_construct(**r) for r in _copy_requests(mm.device_requests)
-                        ],
-                    )
+                    {
+                        "role": member.role,
+                        "pool": pool,
+                        "nodes": member.pods * engine.copies if mm.claims else 0,
+                        "device_requests": _copy_requests(mm.device_requests),
+                    }
                 )
-            engines.append(EngineRecord.model_construct(name=engine.name, copies=engine.copies, members=members))
-        return ReplicaRecord.model_construct(
-            name=p.name,
-            deployment=self.dep.name,
-            namespace=self.dep.namespace,
-            cluster=p.cluster,
-            index=p.index,
-            engines=engines,
-        )
+            engines.append({"name": engine.name, "copies": engine.copies, "members": members})
+        return {
+            "name": p.name,
+            "deployment": self.dep.name,
+            "namespace": self.dep.namespace,
+            "cluster": p.cluster,
+            "index": p.index,
+            "engines": engines,
+        }
 
     def overcommitted(self, ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
         used: dict[tuple[str, str], int] = {}
-        for r in self.replicas:
-            if r.deployment == self.dep.name:
+        for _record, deployment, where, held in self.charges:
+            if deployment == self.dep.name:
                 continue
-            for e in r.engines:
-                for m in e.members:
-                    used[(r.cluster, m.pool)] = used.get((r.cluster, m.pool), 0) + m.nodes
+            for pool_name, nodes in held:
+                used[(where, pool_name)] = used.get((where, pool_name), 0) + nodes
         touched: set[tuple[str, str]] = set()
         for mine in ours:
             for e in mine["engines"]:
@@ -781,9 +814,13 @@ def _condition(status: bool, reason: str, message: str) -> dict[str, str]:
 
 @dataclass
 class PlacementResult:
-    """What :func:`plan` decides for one deployment (``to_dict()`` is the module's return shape)."""
+    """What :func:`plan` decides for one deployment (``to_dict()`` is the module's return shape).
 
-    replicas: list[ReplicaRecord]
+    The replicas are kept in their dict shape (what the module returns); :attr:`replicas` gives them as
+    :class:`ReplicaRecord` models, built on first use.
+    """
+
+    replica_dicts: list[dict[str, Any]]
     desired: int
     scheduled: int
     condition: dict[str, str]
@@ -792,17 +829,17 @@ class PlacementResult:
     dropped: list[dict[str, Any]] = field(default_factory=list)
     overcommitted: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    # The replicas in their dict shape, kept when plan already built them (the comparison for ``changed`` needs them).
-    _dicts: list[dict[str, Any]] | None = None
+    _records: list[ReplicaRecord] | None = None
 
-    def replica_dicts(self) -> list[dict[str, Any]]:
-        if self._dicts is None:
-            self._dicts = [r.to_dict() for r in self.replicas]
-        return self._dicts
+    @property
+    def replicas(self) -> list[ReplicaRecord]:
+        if self._records is None:
+            self._records = [ReplicaRecord.trusted(d) for d in self.replica_dicts]
+        return self._records
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "replicas": self.replica_dicts(),
+            "replicas": self.replica_dicts,
             "desired": self.desired,
             "scheduled": self.scheduled,
             "condition": self.condition,
@@ -861,7 +898,7 @@ def plan(
             invalid.append(f"deployment.{path}: `{expression}` does not compile: {exc}")
     if invalid:
         return PlacementResult(
-            replicas=list(ours),
+            replica_dicts=[r.to_dict() for r in ours],
             desired=desired,
             scheduled=len(ours),
             condition=_condition(
@@ -886,10 +923,8 @@ def plan(
         p.name = _unique_name(dep.name, p.cluster, p.index, taken)
         taken.add(p.name)
 
-    placed = sorted(kept + new, key=lambda p: (p.cluster, p.index))
-    result_records = [planner.record(p) for p in placed]
-    result = [r.to_dict() for r in result_records]
-    now = {(r.cluster, r.index): r for r in result_records}
+    result = [planner.replica_dict(p) for p in sorted(kept + new, key=lambda p: (p.cluster, p.index))]
+    now = {(r["cluster"], r["index"]): r for r in result}
     before = [r.to_dict(like=now.get((r.cluster, r.index))) for r in ours]
     unschedulable = planner.explain()
     overcommitted = planner.overcommitted(result)
@@ -921,7 +956,7 @@ def plan(
         for o in overcommitted
     ]
     return PlacementResult(
-        replicas=result_records,
+        replica_dicts=result,
         desired=desired,
         scheduled=scheduled,
         condition=condition,
@@ -930,5 +965,4 @@ def plan(
         dropped=sorted(planner.dropped, key=lambda d: (d["cluster"], d["index"])),
         overcommitted=overcommitted,
         warnings=warnings,
-        _dicts=result,
     )

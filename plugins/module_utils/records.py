@@ -18,7 +18,11 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import is_dns_label, is_label_value
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    DNS_SUBDOMAIN_RE,
+    LABEL_VALUE_RE,
+    is_dns_label,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     BaseModel,
@@ -27,11 +31,17 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     Member,
     ModelDeployment,
     ValidationError,
-    field_validator,
-    model_validator,
     require_pydantic,
     translate_errors,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    list_adapter as _list_adapter,
+)
+
+try:
+    from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
+except ImportError:  # pragma: no cover - exercised by ansible-test's import sanity test
+    from typing import TypedDict
 
 try:
     from pydantic import BeforeValidator
@@ -39,21 +49,6 @@ except ImportError:  # pragma: no cover - exercised by ansible-test's import san
 
     def BeforeValidator(func: Any) -> Any:  # type: ignore[no-redef]
         return func
-
-
-def _int_at_least(minimum: int) -> Any:
-    def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"must be an integer >= {minimum} (got {value!r})")
-        return value
-
-    return BeforeValidator(check)
-
-
-def _pool(value: Any) -> str:
-    if not isinstance(value, str) or not value or not is_label_value(value):
-        raise ValueError(f"must be the node pool's name (got {value!r})")
-    return value
 
 
 def _selectors(value: Any) -> Any:
@@ -72,10 +67,34 @@ def _selectors(value: Any) -> Any:
     return out
 
 
-NonNegInt = Annotated[int, _int_at_least(0)]
-PosInt = Annotated[int, _int_at_least(1)]
-PoolName = Annotated[str, BeforeValidator(_pool)]
+# Native (pydantic-core) constraints wherever possible: records are validated in bulk on every placement and render.
+# _reason_for() gives their errors the collection's wording.
+NonNegInt = Annotated[int, Field(strict=True, ge=0)]
+PosInt = Annotated[int, Field(strict=True, ge=1)]
+PoolName = Annotated[str, Field(strict=True, min_length=1, max_length=63, pattern=LABEL_VALUE_RE.pattern)]
+DeviceClassName = Annotated[str, Field(strict=True, max_length=253, pattern=r"^$|" + DNS_SUBDOMAIN_RE.pattern)]
 Selectors = Annotated[list[str], BeforeValidator(_selectors)]
+
+_BOUNDS = {"index": 0, "nodes": 0, "copies": 1, "count": 1}
+_INT_ERRORS = frozenset({"int_type", "int_parsing", "int_from_float", "greater_than_equal"})
+_STR_ERRORS = frozenset({"string_type", "string_too_short", "string_too_long", "string_pattern_mismatch"})
+
+
+def _reason_for(err: Mapping[str, Any]) -> str | None:
+    """The collection's wording for the native constraints above (``None``: the generic wording applies)."""
+    loc = err.get("loc") or ()
+    field = loc[-1] if loc else None
+    kind = err.get("type")
+    if field in _BOUNDS and kind in _INT_ERRORS:
+        return f"must be an integer >= {_BOUNDS[field]} (got {err.get('input')!r})"
+    if field == "pool" and kind in _STR_ERRORS:
+        return f"must be the node pool's name (got {err.get('input')!r})"
+    if field == "device_class_name" and kind in _STR_ERRORS:
+        return f"must be a DeviceClass name (got {err.get('input')!r})"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        what = "a replica mapping" if len(loc) <= 1 else "a mapping"
+        return f"must be {what} (got {type(err.get('input')).__name__})"
+    return None
 
 
 class _Record(BaseModel):
@@ -83,33 +102,13 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-def _mapping(value: Any, what: str) -> Any:
-    if not isinstance(value, Mapping):
-        raise ValueError(f"must be {what} (got {type(value).__name__})")
-    return value
-
-
 class ResolvedRequest(_Record):
     """A device request as placement resolved it: what the member's ResourceClaimTemplate requests."""
 
     name: str
-    device_class_name: str | None = None
+    device_class_name: DeviceClassName | None = None
     count: PosInt = 1
     selectors: Selectors = Field(default_factory=list)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _map(cls, v: Any) -> Any:
-        return _mapping(v, "a mapping")
-
-    @field_validator("device_class_name")
-    @classmethod
-    def _dcn(cls, v: str | None) -> str | None:
-        from ansible_collections.gpufleet.serving.plugins.module_utils.contract import is_dns_subdomain
-
-        if v is not None and v != "" and not is_dns_subdomain(v):
-            raise ValueError(f"must be a DeviceClass name (got {v!r})")
-        return v or None
 
     @property
     def claimed(self) -> bool:
@@ -132,11 +131,6 @@ class MemberRecord(_Record):
     #: ``None``: the record does not say (a compact read-back from the placement annotation).
     device_requests: list[ResolvedRequest] | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _map(cls, v: Any) -> Any:
-        return _mapping(v, "a mapping")
-
     @property
     def claimed_requests(self) -> list[ResolvedRequest]:
         return [r for r in self.device_requests or [] if r.claimed]
@@ -146,11 +140,6 @@ class EngineRecord(_Record):
     name: str = Field(min_length=1)
     copies: PosInt = 1
     members: list[MemberRecord]
-
-    @model_validator(mode="before")
-    @classmethod
-    def _map(cls, v: Any) -> Any:
-        return _mapping(v, "a mapping")
 
     def member(self, role: str) -> MemberRecord:
         for m in self.members:
@@ -169,11 +158,6 @@ class ReplicaRecord(_Record):
     index: NonNegInt
     engines: list[EngineRecord]
 
-    @model_validator(mode="before")
-    @classmethod
-    def _map(cls, v: Any) -> Any:
-        return _mapping(v, "a replica mapping")
-
     # -- conversions -------------------------------------------------------------------------------------------------
 
     @classmethod
@@ -183,7 +167,7 @@ class ReplicaRecord(_Record):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            raise FleetValidationError(translate_errors(prefix, exc)) from None
+            raise FleetValidationError(translate_errors(prefix, exc, reason=_reason_for)) from None
 
     @classmethod
     def parse_list(cls, data: Any, prefix: str = "replicas") -> list[ReplicaRecord]:
@@ -191,6 +175,10 @@ class ReplicaRecord(_Record):
             return []
         if not isinstance(data, list):
             raise FleetValidationError([(prefix, f"must be a list (got {type(data).__name__})")])
+        try:  # the whole list in one validation call; item by item only to name what is wrong
+            return list(_list_adapter(cls).validate_python(data))
+        except ValidationError:
+            pass
         errors: list[tuple[str, str]] = []
         out = []
         for i, item in enumerate(data):
@@ -202,18 +190,58 @@ class ReplicaRecord(_Record):
             raise FleetValidationError(errors)
         return out
 
-    def to_dict(self, like: ReplicaRecord | None = None) -> dict[str, Any]:
+    @classmethod
+    def trusted(cls, data: Mapping[str, Any]) -> ReplicaRecord:
+        """A record from data this collection built from validated models (``to_dict`` shape): no re-validation."""
+        engines = [
+            EngineRecord.model_construct(
+                name=e["name"],
+                copies=e["copies"],
+                members=[
+                    MemberRecord.model_construct(
+                        role=m["role"],
+                        pool=m["pool"],
+                        nodes=m["nodes"],
+                        device_requests=None
+                        if m.get("device_requests") is None
+                        else [ResolvedRequest.model_construct(**r) for r in m["device_requests"]],
+                    )
+                    for m in e["members"]
+                ],
+            )
+            for e in data["engines"]
+        ]
+        return cls.model_construct(
+            name=data.get("name"),
+            deployment=data["deployment"],
+            namespace=data.get("namespace"),
+            cluster=data["cluster"],
+            index=data["index"],
+            engines=engines,
+        )
+
+    def to_dict(self, like: ReplicaRecord | Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The ``replicas`` shape. Where a member's ``device_requests`` are unknown, take them from ``like`` (the same
-        replica as placed now) if its shape lines up, else ``[]``: a read-back without them is no change."""
+        replica as placed now, a record or its dict shape) if its shape lines up, else ``[]``: a read-back without
+        them is no change."""
 
         def requests(ei: int, mi: int, m: MemberRecord) -> list[dict[str, Any]]:
-            reqs = m.device_requests
-            if reqs is None and like is not None:
+            if m.device_requests is not None:
+                return [r.to_dict() for r in m.device_requests]
+            if isinstance(like, ReplicaRecord):
                 try:
-                    reqs = like.engines[ei].members[mi].device_requests
+                    return [r.to_dict() for r in like.engines[ei].members[mi].device_requests or []]
                 except IndexError:
-                    reqs = None
-            return [r.to_dict() for r in reqs or []]
+                    return []
+            if like is not None:
+                try:
+                    return [
+                        dict(r, selectors=list(r["selectors"]))
+                        for r in like["engines"][ei]["members"][mi]["device_requests"]
+                    ]
+                except (IndexError, KeyError, TypeError):
+                    return []
+            return []
 
         return {
             "name": self.name,
@@ -372,18 +400,18 @@ def check_records(records: list[ReplicaRecord], dep: ModelDeployment, prefix: st
         raise FleetValidationError(errors)
 
 
-class LedgerMember(_Record):
+# Another deployment's replica, as far as placement's ledger reads it: which pools of which cluster it holds. Plain
+# dicts (TypedDict): the ledger reads hundreds of these per placement and needs no model around them.
+class LedgerMember(TypedDict):
     pool: str
     nodes: NonNegInt
 
 
-class LedgerEngine(_Record):
+class LedgerEngine(TypedDict):
     members: list[LedgerMember]
 
 
-class LedgerRecord(_Record):
-    """Another deployment's replica, as far as placement's ledger reads it: which pools of which cluster it holds."""
-
-    deployment: str = Field(min_length=1)
-    cluster: str = Field(min_length=1)
+class LedgerRecord(TypedDict):
+    deployment: Annotated[str, Field(min_length=1)]
+    cluster: Annotated[str, Field(min_length=1)]
     engines: list[LedgerEngine]
