@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -67,7 +66,7 @@ def test_the_credentials_variable_is_no_log():
 
 
 def test_the_role_passes_every_hydration_option_to_the_filter():
-    fields = {f.name for f in dataclasses.fields(HydrationOptions)}
+    fields = set(HydrationOptions.model_fields)
     assert set(VARS["__model_cache_options"]) == fields
 
 

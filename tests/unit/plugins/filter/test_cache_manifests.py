@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -170,7 +169,7 @@ def test_every_filter_has_a_doc_sidecar(name):
 
 def test_cache_manifests_doc_lists_every_option_with_its_default():
     options = doc("cache_manifests")["DOCUMENTATION"]["options"]
-    fields = {f.name: f for f in dataclasses.fields(HydrationOptions)}
+    fields = set(HydrationOptions.model_fields)
     assert set(options) == {"_input", "cluster", "hydrator", "storage_class", "options", "adopted_check", *fields}
     defaults = HydrationOptions()
     for name in fields:
