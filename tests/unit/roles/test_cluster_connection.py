@@ -47,9 +47,9 @@ def test_model_deployment_pins_before_it_reads_or_applies():
         task = main[names.index(name)]
         assert names.index(name) > pin
         defaults = task["ansible.builtin.include_tasks"]["apply"]["module_defaults"]
-        assert defaults == {"group/kubernetes.core.k8s": "{{ gpufleet_k8s_connection }}"}
+        assert defaults == {"group/kubernetes.core.k8s": "{{ cluster_connection_k8s }}"}
 
 
 def test_the_connection_role_uses_the_tested_filter():
     (task,) = yaml.safe_load((ROLES_DIR / "cluster_connection/tasks/main.yml").read_text())
-    assert "gpufleet.serving.k8s_connection" in task["ansible.builtin.set_fact"]["gpufleet_k8s_connection"]
+    assert "gpufleet.serving.k8s_connection" in task["ansible.builtin.set_fact"]["cluster_connection_k8s"]

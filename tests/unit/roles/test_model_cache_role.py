@@ -119,7 +119,7 @@ def test_every_kubernetes_task_is_pinned_to_the_cluster():
                     seen += 1
     assert seen >= 15
     (block,) = yaml.safe_load(TASK_TEXT["apply_cache.yml"])
-    assert block["module_defaults"] == {"group/kubernetes.core.k8s": "{{ gpufleet_k8s_connection }}"}
+    assert block["module_defaults"] == {"group/kubernetes.core.k8s": "{{ cluster_connection_k8s }}"}
     pin = [t for t in block["block"] if "ansible.builtin.include_role" in t]
     assert pin and pin[0]["ansible.builtin.include_role"]["name"] == "gpufleet.serving.cluster_connection"
     first_k8s = next(i for i, t in enumerate(block["block"]) if "include_tasks" in str(t))
