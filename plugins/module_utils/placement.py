@@ -198,7 +198,7 @@ def validate_clusters(clusters: Any, classes: Mapping[str, Any]) -> list[Placeme
     # ``pools: null`` / ``taints: null`` mean none (as a read-back may spell it).
     data = [
         {**c, "pools": c.get("pools") or [], "taints": c.get("taints") or []}
-        if isinstance(c, Mapping) and (c.get("pools") is None or c.get("taints") is None)
+        if isinstance(c, dict) and (c.get("pools") is None or c.get("taints") is None)
         else c
         for c in clusters
     ]
@@ -209,12 +209,15 @@ def validate_clusters(clusters: Any, classes: Mapping[str, Any]) -> list[Placeme
     errors: list[tuple[str, str]] = []
     seen: set[str] = set()
     for ci, cluster in enumerate(out):
-        path = f"clusters[{ci}]"
         if cluster.name in seen:
-            errors.append((f"{path}.name", f"duplicate cluster name {cluster.name!r}"))
+            errors.append((f"clusters[{ci}].name", f"duplicate cluster name {cluster.name!r}"))
         seen.add(cluster.name)
+        pools = cluster.pools
+        if len({p.name for p in pools}) == len(pools) and all(p.class_name in classes for p in pools):
+            continue  # the common case, checked in one pass
+        path = f"clusters[{ci}]"
         pool_names: set[str] = set()
-        for pi, pool in enumerate(cluster.pools):
+        for pi, pool in enumerate(pools):
             if pool.name in pool_names:
                 errors.append((f"{path}.pools[{pi}].name", f"duplicate pool name {pool.name!r}"))
             pool_names.add(pool.name)
@@ -501,6 +504,7 @@ class _Planner:
         self.sel = sel
         self._member_memo: dict[tuple[str, int, int], _MemberMatch] = {}
         self._options_memo: dict[tuple[str, ...], list[list[_Option | str]]] = {}
+        self._cluster_options: dict[str, list[list[_Option | str]]] = {}
         self.free: dict[tuple[str, str], int] = {}
         self.dropped: list[dict[str, Any]] = []
 
@@ -539,11 +543,14 @@ class _Planner:
 
     def options(self, cluster: PlacementCluster) -> list[list[_Option | str]]:
         """Per engine, per pool (cluster order): the option, or why the pool cannot host the engine."""
-        key = cluster.classes
-        hit = self._options_memo.get(key)
-        if hit is not None:
-            return hit
-        return self._options(key)
+        hit = self._cluster_options.get(cluster.name)
+        if hit is None:
+            key = cluster.classes  # clusters with the same pool classes share one table
+            hit = self._options_memo.get(key)
+            if hit is None:
+                hit = self._options(key)
+            self._cluster_options[cluster.name] = hit
+        return hit
 
     def _options(self, key: tuple[str, ...]) -> list[list[_Option | str]]:
         table: list[list[_Option | str]] = []
