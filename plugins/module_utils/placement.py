@@ -479,10 +479,16 @@ class _Placed:
     name: str = ""
 
 
-def _charge(r: ReplicaRecord | LedgerRecord) -> tuple[object, str, str, list[tuple[str, int]]]:
-    if isinstance(r, ReplicaRecord):
-        return r, r.deployment, r.cluster, [(m.pool, m.nodes) for e in r.engines for m in e.members]
-    return r, r["deployment"], r["cluster"], [(m["pool"], m["nodes"]) for e in r["engines"] for m in e["members"]]
+def _held(r: ReplicaRecord | LedgerRecord, skip: str) -> list[tuple[str, str, int]]:
+    """``(cluster, pool, nodes)`` a replica of another deployment than ``skip`` holds (none for ``skip``'s own)."""
+    # A LedgerRecord is a plain dict (isinstance on a pydantic class is a slow Python-level check: avoided here).
+    if isinstance(r, dict):
+        if r["deployment"] == skip:
+            return []
+        return [(r["cluster"], m["pool"], m["nodes"]) for e in r["engines"] for m in e["members"]]
+    if r.deployment == skip:
+        return []
+    return [(r.cluster, m.pool, m.nodes) for e in r.engines for m in e.members]
 
 
 class _Planner:
@@ -499,8 +505,7 @@ class _Planner:
         self.devices = {name: _class_devices(cls) for name, cls in classes.items()}
         self.clusters = clusters
         self.by_name = {c.name: c for c in clusters}
-        # What every replica of the fleet holds, as the ledger reads it: (record, deployment, cluster, [(pool, nodes)]).
-        self.charges: list[tuple[object, str, str, list[tuple[str, int]]]] = [_charge(r) for r in replicas]
+        self.replicas = replicas
         self.sel = sel
         self._member_memo: dict[tuple[str, int, int], _MemberMatch] = {}
         self._options_memo: dict[tuple[str, ...], list[list[_Option | str]]] = {}
@@ -655,13 +660,22 @@ class _Planner:
     def build_ledger(self, kept: list[_Placed]) -> None:
         self.free = {(c.name, p.name): p.nodes for c in self.clusters for p in c.pools}
         kept_ids = {id(p.observed) for p in kept}
-        for record, deployment, cluster, held in self.charges:
-            if deployment == self.dep.name and id(record) not in kept_ids:
+        free = self.free
+        for r in self.replicas:
+            if isinstance(r, dict):  # a LedgerRecord: another deployment's replica
+                for e in r["engines"]:
+                    for m in e["members"]:
+                        key = (r["cluster"], m["pool"])
+                        if m["nodes"] and key in free:
+                            free[key] -= m["nodes"]
+                continue
+            if r.deployment == self.dep.name and id(r) not in kept_ids:
                 continue  # dropped or scaled down: its nodes are freeing up
-            for pool, nodes in held:
-                key = (cluster, pool)
-                if nodes and key in self.free:
-                    self.free[key] -= nodes
+            for em in r.engines:
+                for mm in em.members:
+                    key = (r.cluster, mm.pool)
+                    if mm.nodes and key in free:
+                        free[key] -= mm.nodes
 
     def try_place(self, cluster: PlacementCluster) -> tuple[list[tuple[str, _Option]] | None, str, dict[str, str], str]:
         """Fit one replica on ``cluster`` against the ledger: (placement, or None with code, per-pool reasons, reason)."""
@@ -789,10 +803,8 @@ class _Planner:
 
     def overcommitted(self, ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
         used: dict[tuple[str, str], int] = {}
-        for _record, deployment, where, held in self.charges:
-            if deployment == self.dep.name:
-                continue
-            for pool_name, nodes in held:
+        for r in self.replicas:
+            for where, pool_name, nodes in _held(r, self.dep.name):
                 used[(where, pool_name)] = used.get((where, pool_name), 0) + nodes
         touched: set[tuple[str, str]] = set()
         for mine in ours:
@@ -892,7 +904,9 @@ def plan(
     every pool's class must be in ``classes`` (:func:`validate_clusters` checks it)."""
     sel = selectors if selectors is not None else SELECTORS
 
-    positioned = [(i, r) for i, r in enumerate(records) if isinstance(r, ReplicaRecord) and r.deployment == dep.name]
+    positioned = [
+        (i, r) for i, r in enumerate(records) if not isinstance(r, dict) and r.deployment == dep.name
+    ]  # LedgerRecords (dicts) are other deployments' replicas
     positioned.sort(key=lambda item: (item[1].cluster, item[1].index, item[1].name or "", item[0]))
     ours = [r for _pos, r in positioned]
     desired = dep.replicas
