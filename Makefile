@@ -16,7 +16,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_NOCOLOR := 1
 export ANSIBLE_FORCE_COLOR := 0
 
-.PHONY: help setup demo demo-live test lint unit sanity ansible-lint molecule build docs-check clean bench localfleet e2e
+.PHONY: help setup demo demo-live test lint typecheck unit sanity ansible-lint molecule build docs-check clean bench localfleet e2e
 
 # Where `make demo-live` keeps its local fleet (outside the checkout; removed by the target itself).
 LIVE_STATE ?= $(or $(TMPDIR),/tmp)/gpufleet-demo-live
@@ -45,6 +45,11 @@ lint: setup
 	$(BIN)/ruff check plugins roles tests benchmarks scripts/localfleet
 	$(BIN)/ruff format --check plugins roles tests benchmarks scripts/localfleet
 	$(BIN)/yamllint -s .
+
+# plugins/module_utils is the typed core: it must stay mypy-clean (configuration in pyproject.toml).
+typecheck: setup
+	cd $(VENV)/collections && $(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
+		-p ansible_collections.gpufleet.serving.plugins.module_utils
 
 unit: setup
 	$(BIN)/python -m pytest -n 2 tests/unit
@@ -79,7 +84,7 @@ demo-live: setup localfleet
 	  -e '{"model_cache_secrets": {"hf-token": {"token": "demo-live-not-a-real-token"}}}' && \
 	$(BIN)/python scripts/localfleet show $(LIVE_STATE)
 
-test: lint unit sanity ansible-lint build molecule e2e
+test: lint typecheck unit sanity ansible-lint build molecule e2e
 	@echo "make test: all checks passed"
 
 # -P: benchmarks/selectors.py must not shadow the standard library's selectors module.

@@ -1,7 +1,10 @@
-"""Model cache filters: gpufleet.serving.cache_manifests, cache_job_status and cache_status_summary.
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Model cache filters: gpufleet.serving.cache_manifests, cache_job_status, cache_status_summary, and the apply-time
+decisions cache_job_action, cache_jobs_to_delete and cache_adopted_volume.
 
-Documentation is in ``cache_manifests.yml``, ``cache_job_status.yml`` and ``cache_status_summary.yml`` beside this
-file; the logic is ``plugins/module_utils/cache_objects.py``.
+Documentation is in the ``<filter>.yml`` sidecars beside this file; the logic is
+``plugins/module_utils/cache_objects.py`` and ``plugins/module_utils/cache_apply.py``.
 """
 
 from __future__ import annotations
@@ -11,6 +14,11 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.cache_apply import (
+    adopted_volume_decision,
+    job_decision,
+    jobs_to_delete,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import (
     HydrationOptions,
     cache_objects,
@@ -22,6 +30,9 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.errors import Gpu
 FILTER = "cache_manifests"
 STATUS_FILTER = "cache_job_status"
 SUMMARY_FILTER = "cache_status_summary"
+JOB_ACTION_FILTER = "cache_job_action"
+DELETE_FILTER = "cache_jobs_to_delete"
+ADOPTED_FILTER = "cache_adopted_volume"
 
 
 def _plain(value: Any) -> Any:
@@ -71,7 +82,7 @@ def cache_manifests(
             options=opts,
             adopted_check=adopted_check,
         )
-    except (GpufleetError, TypeError) as exc:
+    except GpufleetError as exc:
         raise AnsibleFilterError(f"{FILTER}: {exc}") from exc
 
 
@@ -83,7 +94,7 @@ def cache_job_status(job: Any, pods: Any = None) -> dict[str, Any]:
         raise AnsibleFilterError(f"{STATUS_FILTER}: pods must be a list of Pod objects (got {type(pods).__name__})")
     try:
         return job_status(None if job is None else _plain(job), _plain(pods or []))
-    except (GpufleetError, TypeError, AttributeError) as exc:
+    except GpufleetError as exc:
         raise AnsibleFilterError(f"{STATUS_FILTER}: {exc}") from exc
 
 
@@ -93,12 +104,63 @@ def cache_status_summary(statuses: Any, caches: Any = None, hosts: Any = None) -
         return summarize_status(
             _plain(statuses), None if caches is None else _plain(caches), None if hosts is None else _plain(hosts)
         )
-    except (GpufleetError, KeyError, TypeError, AttributeError) as exc:
+    except GpufleetError as exc:
         raise AnsibleFilterError(f"{SUMMARY_FILTER}: {exc}") from exc
+
+
+def cache_job_action(before: Any, job_name: Any = None, done_by: Any = "", retry_failed: Any = False) -> dict[str, Any]:
+    """``before | gpufleet.serving.cache_job_action(job.metadata.name, done_by=..., retry_failed=...)``."""
+    if not isinstance(retry_failed, bool):
+        raise AnsibleFilterError(f"{JOB_ACTION_FILTER}: retry_failed must be true or false (got {retry_failed!r})")
+    try:
+        return job_decision(_plain(before), _plain(job_name), str(done_by or ""), retry_failed)
+    except GpufleetError as exc:
+        raise AnsibleFilterError(f"{JOB_ACTION_FILTER}: {exc}") from exc
+
+
+def cache_jobs_to_delete(others: Any, job_name: Any = None, before: Any = None) -> list[str]:
+    """``other_jobs.resources | gpufleet.serving.cache_jobs_to_delete(job.metadata.name, before)``."""
+    if isinstance(others, (str, Mapping)) or not isinstance(others, (list, tuple)):
+        raise AnsibleFilterError(f"{DELETE_FILTER}: the input must be a list of Job objects")
+    try:
+        return jobs_to_delete(_plain(list(others)), _plain(job_name), _plain(before))
+    except GpufleetError as exc:
+        raise AnsibleFilterError(f"{DELETE_FILTER}: {exc}") from exc
+
+
+def cache_adopted_volume(
+    pvcs: Any, cache: Any = None, cluster: Any = None, adopted_ready: Any = (), verify: Any = False
+) -> dict[str, Any]:
+    """``pvc_info.resources | gpufleet.serving.cache_adopted_volume(cache, cluster, adopted_ready=..., verify=...)``."""
+    if isinstance(pvcs, (str, Mapping)) or not isinstance(pvcs, (list, tuple)):
+        raise AnsibleFilterError(f"{ADOPTED_FILTER}: the input must be a list of PVC objects")
+    if not isinstance(cache, Mapping) or not isinstance((cache.get("storage") or {}).get("claim_name"), str):
+        raise AnsibleFilterError(f"{ADOPTED_FILTER}: cache must be a cache with storage.claim_name (existing_pvc)")
+    if not isinstance(verify, bool):
+        raise AnsibleFilterError(f"{ADOPTED_FILTER}: verify must be true or false (got {verify!r})")
+    try:
+        return adopted_volume_decision(
+            _plain(list(pvcs)),
+            cache=str(cache.get("name")),
+            claim=str(cache["storage"]["claim_name"]),
+            namespace=str(cache.get("namespace", "default")),
+            cluster=str(cluster),
+            adopted_ready=[str(name) for name in _plain(list(adopted_ready or []))],
+            verify=verify,
+        )
+    except GpufleetError as exc:
+        raise AnsibleFilterError(f"{ADOPTED_FILTER}: {exc}") from exc
 
 
 class FilterModule:
     """gpufleet.serving model cache filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {FILTER: cache_manifests, STATUS_FILTER: cache_job_status, SUMMARY_FILTER: cache_status_summary}
+        return {
+            FILTER: cache_manifests,
+            STATUS_FILTER: cache_job_status,
+            SUMMARY_FILTER: cache_status_summary,
+            JOB_ACTION_FILTER: cache_job_action,
+            DELETE_FILTER: cache_jobs_to_delete,
+            ADOPTED_FILTER: cache_adopted_volume,
+        }

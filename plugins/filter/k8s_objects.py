@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Filters over Kubernetes objects: k8s_missing_from (pruning) and workloads_pending (apply-mode readiness)."""
 
 from __future__ import annotations

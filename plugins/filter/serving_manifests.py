@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Filter gpufleet.serving.serving_manifests: the Kubernetes objects serving a deployment's replicas on one cluster.
 
 Documentation is in ``serving_manifests.yml`` beside this file; the logic is ``plugins/module_utils/render.py``.

@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Kubernetes objects of a model cache on one cluster (design.md §5): PVC, hydrator ConfigMap, hydration Job.
 
 Pure functions of their inputs, shared by the ``gpufleet.serving.cache_manifests`` filter, the ``model_cache`` role
@@ -24,22 +26,32 @@ import copy
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from ansible_collections.gpufleet.serving.plugins.module_utils import contract
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelCache, check_dns_label, parse
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelCache,
+    ValidationError,
+    check_dns_label,
+    model_validator,
+    parse,
+    require_pydantic,
+)
 
-MANAGED_BY = "gpufleet.serving"
-COMPONENT = "model-cache"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-LABEL_CACHE = "gpufleet.io/cache"
-LABEL_CLUSTER = "gpufleet.io/cluster"
-LABEL_COMPONENT = "gpufleet.io/component"
-ANNOTATION_SOURCE = "gpufleet.io/source"
-ANNOTATION_REVISION = "gpufleet.io/revision"
-# Set on the PVC (apply mode) to the name of the Job that hydrated it, once that Job succeeded.
-ANNOTATION_HYDRATED_BY = "gpufleet.io/hydrated-by"
+# The cache's labels and annotations are part of the collection's Kubernetes contract (contract.py).
+MANAGED_BY = contract.MANAGED_BY
+COMPONENT = contract.COMPONENT_CACHE
+LABEL_MANAGED_BY = contract.LABEL_MANAGED_BY
+LABEL_CACHE = contract.LABEL_CACHE
+LABEL_CLUSTER = contract.LABEL_CLUSTER
+LABEL_COMPONENT = contract.LABEL_COMPONENT
+ANNOTATION_SOURCE = contract.ANNOTATION_SOURCE
+ANNOTATION_REVISION = contract.ANNOTATION_REVISION
+ANNOTATION_HYDRATED_BY = contract.ANNOTATION_HYDRATED_BY
 
 MOUNT_PATH = "/mnt/models"
 MANIFEST_PATH = f"{MOUNT_PATH}/.gpufleet/manifest.json"
@@ -109,107 +121,101 @@ class CacheObjectsError(GpufleetError, ValueError):
 # --------------------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class HydrationOptions:
-    """How the hydration Job runs (the ``model_cache_*`` role variables)."""
+_NonEmpty = Annotated[str, Field(strict=True, min_length=1)]
 
-    image: str = DEFAULT_IMAGE
-    image_pull_policy: str = "IfNotPresent"
-    pip_packages: tuple[str, ...] = DEFAULT_PIP_PACKAGES
-    workers: int = 8
-    extra_args: tuple[str, ...] = ()
-    backoff_limit: int = 3
-    active_deadline_seconds: int = 21600
-    ttl_seconds_after_finished: int | None = 604800
-    resources: Mapping[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULT_RESOURCES))
-    env: tuple[Mapping[str, Any], ...] = ()
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    tolerations: tuple[Mapping[str, Any], ...] = ()
-    service_account_name: str = ""
-    secret_keys: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SECRET_KEYS))
-    pod_security_context: Mapping[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULT_POD_SECURITY_CONTEXT))
-    security_context: Mapping[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULT_SECURITY_CONTEXT))
-    pvc_annotations: Mapping[str, str] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.image, str) or not self.image.strip():
-            raise CacheObjectsError(f"image must be a non-empty container image reference (got {self.image!r})")
-        if self.image_pull_policy not in ("Always", "IfNotPresent", "Never"):
-            raise CacheObjectsError(
-                f"image_pull_policy must be one of Always, IfNotPresent, Never (got {self.image_pull_policy!r})"
-            )
-        object.__setattr__(self, "pip_packages", tuple(_str_list(self.pip_packages, "pip_packages")))
-        object.__setattr__(self, "extra_args", tuple(_str_list(self.extra_args, "extra_args")))
+class HydrationOptions(BaseModel):
+    """How the hydration Job runs (the ``model_cache_*`` role variables), validated like the rest of the fleet data.
+
+    Errors read ``<option> must be ...`` (:meth:`from_mapping` raises :class:`CacheObjectsError`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: Annotated[str, Field(strict=True, pattern=r"\S")] = DEFAULT_IMAGE
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    pip_packages: tuple[_NonEmpty, ...] = DEFAULT_PIP_PACKAGES
+    workers: Annotated[int, Field(strict=True, ge=1)] = 8
+    extra_args: tuple[_NonEmpty, ...] = ()
+    backoff_limit: Annotated[int, Field(strict=True, ge=0)] = 3
+    active_deadline_seconds: Annotated[int, Field(strict=True, ge=1)] = 21600
+    ttl_seconds_after_finished: Annotated[int, Field(strict=True, ge=0)] | None = 604800
+    resources: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULT_RESOURCES))
+    env: tuple[dict[str, Any], ...] = ()
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+    service_account_name: Annotated[str, Field(strict=True)] = ""
+    secret_keys: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_SECRET_KEYS))
+    pod_security_context: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULT_POD_SECURITY_CONTEXT))
+    security_context: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULT_SECURITY_CONTEXT))
+    pvc_annotations: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> HydrationOptions:
         reserved = sorted({a.split("=", 1)[0] for a in self.extra_args} & RESERVED_ARGS)
         if reserved:
-            raise CacheObjectsError(
+            raise ValueError(
                 f"extra_args must not set {', '.join(reserved)}: they come from the cache's source and the role"
             )
-        for name, low in (("workers", 1), ("backoff_limit", 0), ("active_deadline_seconds", 1)):
-            _check_int(getattr(self, name), name, low)
-        if self.ttl_seconds_after_finished is not None:
-            _check_int(self.ttl_seconds_after_finished, "ttl_seconds_after_finished", 0)
-        _check_mapping(self.resources, "resources")
-        env = tuple(_mapping_list(self.env, "env"))
-        for i, var in enumerate(env):
+        for i, var in enumerate(self.env):
             if not isinstance(var.get("name"), str) or not var["name"]:
-                raise CacheObjectsError(f"env[{i}] needs a name (a Kubernetes EnvVar: {{name, value | valueFrom}})")
-        object.__setattr__(self, "env", env)
-        _check_mapping(self.node_selector, "node_selector")
-        object.__setattr__(self, "tolerations", tuple(_mapping_list(self.tolerations, "tolerations")))
-        if not isinstance(self.service_account_name, str):
-            raise CacheObjectsError(f"service_account_name must be a string (got {self.service_account_name!r})")
-        _check_mapping(self.secret_keys, "secret_keys")
+                raise ValueError(f"env[{i}] needs a name (a Kubernetes EnvVar: {{name, value | valueFrom}})")
         unknown = sorted(set(self.secret_keys) - set(DEFAULT_SECRET_KEYS))
         if unknown:
-            raise CacheObjectsError(
+            raise ValueError(
                 f"secret_keys has unknown entries {', '.join(unknown)} (known: {', '.join(DEFAULT_SECRET_KEYS)})"
             )
-        object.__setattr__(self, "secret_keys", {**DEFAULT_SECRET_KEYS, **dict(self.secret_keys)})
-        _check_mapping(self.pod_security_context, "pod_security_context")
-        _check_mapping(self.security_context, "security_context")
-        _check_mapping(self.pvc_annotations, "pvc_annotations")
+        if set(self.secret_keys) != set(DEFAULT_SECRET_KEYS):
+            object.__setattr__(self, "secret_keys", {**DEFAULT_SECRET_KEYS, **self.secret_keys})
+        return self
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any] | None) -> HydrationOptions:
         """Build from a mapping of option name to value; ``None`` values mean "use the default"."""
+        require_pydantic()
         values = dict(values or {})
-        known = set(cls.__dataclass_fields__)
+        known = set(cls.model_fields)
         unknown = sorted(set(values) - known)
         if unknown:
             raise CacheObjectsError(f"unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         kwargs = {k: v for k, v in values.items() if v is not None or k == "ttl_seconds_after_finished"}
-        return cls(**kwargs)
+        try:
+            return cls.model_validate(kwargs)
+        except ValidationError as exc:
+            raise CacheObjectsError("; ".join(_option_error(err) for err in exc.errors(include_url=False))) from None
 
 
-def _check_int(value: Any, name: str, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise CacheObjectsError(f"{name} must be an integer >= {low} (got {value!r})")
+_OPTION_WORDS = {
+    "image": "must be a non-empty container image reference",
+    "pip_packages": "must be a list of non-empty strings",
+    "extra_args": "must be a list of non-empty strings",
+    "env": "must be a list of mappings",
+    "tolerations": "must be a list of mappings",
+    "service_account_name": "must be a string",
+}
 
 
-def _check_mapping(value: Any, name: str) -> None:
-    if not isinstance(value, Mapping):
-        raise CacheObjectsError(f"{name} must be a mapping (got {type(value).__name__})")
-
-
-def _str_list(value: Any, name: str) -> list[str]:
-    if isinstance(value, str) or not isinstance(value, Iterable):
-        raise CacheObjectsError(f"{name} must be a list of strings (got {value!r})")
-    out = list(value)
-    for item in out:
-        if not isinstance(item, str) or not item:
-            raise CacheObjectsError(f"{name} must be a list of non-empty strings (got {item!r})")
-    return out
-
-
-def _mapping_list(value: Any, name: str) -> list[Mapping[str, Any]]:
-    if isinstance(value, (str, Mapping)) or not isinstance(value, Iterable):
-        raise CacheObjectsError(f"{name} must be a list of mappings (got {type(value).__name__})")
-    out = list(value)
-    for i, item in enumerate(out):
-        if not isinstance(item, Mapping):
-            raise CacheObjectsError(f"{name}[{i}] must be a mapping (got {type(item).__name__})")
-    return out
+def _option_error(err: Mapping[str, Any]) -> str:
+    """``<option> must be ...`` for one pydantic error of :class:`HydrationOptions`."""
+    loc = err.get("loc") or ()
+    if not loc:  # the model's cross checks word their own message
+        return str(err.get("msg", "")).removeprefix("Value error, ")
+    name = str(loc[0])
+    kind = str(err.get("type", ""))
+    got = err.get("input")
+    if kind in ("int_type", "int_parsing", "greater_than_equal", "int_from_float"):
+        bound = (err.get("ctx") or {}).get("ge")
+        low = bound if bound is not None else {"workers": 1, "active_deadline_seconds": 1}.get(name, 0)
+        return f"{name} must be an integer >= {low} (got {got!r})"
+    if kind in ("dict_type", "mapping_type"):
+        return f"{name} must be a mapping (got {type(got).__name__})"
+    if kind == "literal_error":
+        return f"{name} must be one of {(err.get('ctx') or {}).get('expected', '')} (got {got!r})"
+    if name in ("pip_packages", "extra_args") and len(loc) == 1:
+        return f"{name} must be a list of strings (got {got!r})"
+    if name in _OPTION_WORDS:
+        return f"{name} {_OPTION_WORDS[name]} (got {got!r})"
+    return f"{name}: {err.get('msg', 'is invalid')}"
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -742,8 +748,13 @@ def summarize_status(
         entries[key] = {"cache": key[0], "cluster": key[1], "status": status, "message": str(item.get("message") or "")}
     if caches is not None:
         wanted_hosts = set(hosts) if hosts is not None else None
-        for cache in caches:
-            for cluster in cache.get("candidate_clusters", []):
+        for ci, cache in enumerate(caches):
+            if not isinstance(cache, Mapping) or not isinstance(cache.get("name"), str) or not cache["name"]:
+                raise CacheObjectsError(f"caches[{ci}] must be a fleet_info cache with a name (got {cache!r:.120})")
+            candidates = cache.get("candidate_clusters", [])
+            if isinstance(candidates, (str, Mapping)) or not isinstance(candidates, Iterable):
+                raise CacheObjectsError(f"caches[{ci}].candidate_clusters must be a list of cluster names")
+            for cluster in candidates:
                 if wanted_hosts is not None and cluster not in wanted_hosts:
                     continue
                 entries.setdefault(

@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """DRA device-selector CEL engine (Kubernetes 1.34 semantics), pure Python.
 
 Public API (imported by other plugins and external checks)::
@@ -113,6 +115,7 @@ class CelSyntaxError(Exception):
 
 class Node:
     __slots__ = ("pos",)
+    pos: int
 
 
 class Const(Node):
@@ -582,7 +585,7 @@ class Parser:
                     v = -lit.value
                     if v < -_INT64_MAX - 1:
                         raise CelSyntaxError(f"Syntax error: invalid int literal '-{lit.text}'", lit.pos)
-                    operand: Node = Const(t.pos, "int", v)
+                    operand = Const(t.pos, "int", v)
                 else:
                     operand = Const(t.pos, "double", -lit.value)
                 operand = self.member_suffix(operand)
@@ -1649,7 +1652,10 @@ def _go_format_double(f: float) -> str:
         return "+Inf"
     if f == -math.inf:
         return "-Inf"
-    sign, digits, exp = decimal.Decimal(repr(f)).as_tuple()
+    sign, digits, raw_exp = decimal.Decimal(repr(f)).as_tuple()
+    if not isinstance(raw_exp, int):  # pragma: no cover - NaN and infinities are handled above
+        raise _CelError(f"cannot format {f!r}")
+    exp = raw_exp
     neg = "-" if sign else ""
     ds = "".join(str(d) for d in digits).lstrip("0")
     if not ds:

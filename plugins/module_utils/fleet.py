@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Assemble and validate the whole fleet: inference classes, clusters (inventory hosts), deployments, caches.
 
 ``validate_fleet`` collects *every* problem (not only the first), checks cross-references, and raises one
@@ -6,7 +8,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +18,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     InferenceClass,
     ModelCache,
     ModelDeployment,
+    NodePool,
     check_dns_label,
     format_loc,
     require_pydantic,
@@ -101,9 +104,9 @@ class Fleet:
             item["candidate_clusters"] = self.targets.get(d.name, [])
             deployments.append(item)
         caches = []
-        for c in self.caches:
-            item = c.model_dump(by_alias=True, exclude_none=True)
-            item["candidate_clusters"] = self.cache_targets.get(c.name, [])
+        for cache in self.caches:
+            item = cache.model_dump(by_alias=True, exclude_none=True)
+            item["candidate_clusters"] = self.cache_targets.get(cache.name, [])
             caches.append(item)
         return {
             "clusters": clusters,
@@ -115,10 +118,10 @@ class Fleet:
 
     def summary(self) -> list[str]:
         """A human table: clusters with pools and nodes, then deployments with their candidates."""
-        rows = [("CLUSTER", "PROVIDER", "POOL", "CLASS", "NODES", "DEVICES/NODE")]
+        rows: list[tuple[str, ...]] = [("CLUSTER", "PROVIDER", "POOL", "CLASS", "NODES", "DEVICES/NODE")]
         for name in sorted(self.clusters):
             c = self.clusters[name]
-            pools = c.node_pools or [None]
+            pools: list[NodePool | None] = list(c.node_pools) or [None]
             for i, p in enumerate(pools):
                 devices = "-"
                 if p is not None:
@@ -138,7 +141,9 @@ class Fleet:
                 )
         lines = _table(rows)
         lines.append("")
-        drows = [("DEPLOYMENT", "NAMESPACE", "REPLICAS", "ENGINES", "CACHE", "CANDIDATE CLUSTERS")]
+        drows: list[tuple[str, ...]] = [
+            ("DEPLOYMENT", "NAMESPACE", "REPLICAS", "ENGINES", "CACHE", "CANDIDATE CLUSTERS")
+        ]
         for d in self.deployments:
             engines = ", ".join(_engine_label(e) for e in d.engines)
             drows.append(
@@ -147,16 +152,16 @@ class Fleet:
         lines.extend(_table(drows))
         if self.caches:
             lines.append("")
-            crows = [("CACHE", "NAMESPACE", "SOURCE", "SIZE", "STORAGE", "CLUSTERS")]
-            for c in self.caches:
+            crows: list[tuple[str, ...]] = [("CACHE", "NAMESPACE", "SOURCE", "SIZE", "STORAGE", "CLUSTERS")]
+            for cache in self.caches:
                 crows.append(
                     (
-                        c.name,
-                        c.namespace,
-                        c.source.uri,
-                        c.size,
-                        c.storage.backend,
-                        str(len(self.cache_targets.get(c.name, []))),
+                        cache.name,
+                        cache.namespace,
+                        cache.source.uri,
+                        cache.size,
+                        cache.storage.backend,
+                        str(len(self.cache_targets.get(cache.name, []))),
                     )
                 )
             lines.extend(_table(crows))
@@ -296,10 +301,11 @@ def validate_fleet(
         classes=parsed_classes, clusters=parsed_clusters, deployments=parsed_deployments, caches=parsed_caches
     )
     fleet_names = set(parsed_clusters)
-    for kind, items, target in (
+    sources: list[tuple[str, Sequence[ModelDeployment | ModelCache], dict[str, list[str]]]] = [
         ("gpufleet_model_deployments", parsed_deployments, fleet.targets),
         ("gpufleet_model_caches", parsed_caches, fleet.cache_targets),
-    ):
+    ]
+    for kind, items, target in sources:
         for i, item in enumerate(items):
             if resolve_pattern is None:
                 names = sorted(fleet_names)

@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Fleet-wide deploy orchestration: observed state in, every deployment placed in order, a report out.
 
 The deploy playbook calls :func:`place_fleet` once per run (one task, not one per deployment): deployments are placed
@@ -8,42 +10,45 @@ Service carries (from the render directory in render mode, from the clusters in 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.placement import place
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    ANNOTATION_PLACEMENT,
+    CORDON_TAINT,
+    DRAIN_TAINT,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelDeployment, parse, require_pydantic
+from ansible_collections.gpufleet.serving.plugins.module_utils.placement import (
+    plan,
+    validate_classes,
+    validate_clusters,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.records import ReplicaRecord
 
-PLACEMENT_ANNOTATION = "gpufleet.io/placement"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gpufleet.serving"}
-SERVING_OWNER = {**MANAGED_BY, "gpufleet.io/component": "serving"}
-DRAIN_TAINT = {"key": "gpufleet.io/drain", "value": "true", "effect": "NoExecute"}
-CORDON_TAINT = {"key": "gpufleet.io/cordon", "value": "true", "effect": "NoSchedule"}
+PLACEMENT_ANNOTATION = ANNOTATION_PLACEMENT  # kept for importers; the contract module owns it
 
 
-def observed_replicas(objects: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def observed_records(objects: Iterable[Mapping[str, Any]]) -> list[ReplicaRecord]:
     """Replica records read back from rendered/applied objects' ``gpufleet.io/placement`` annotations.
 
     Identity is ``(deployment, cluster, index)``; duplicates (the same replica seen twice) keep the first record.
     """
-    seen: dict[tuple[str, str, int], dict[str, Any]] = {}
+    seen: dict[tuple[str, str, int], ReplicaRecord] = {}
     for obj in objects:
         meta = obj.get("metadata") or {}
-        raw = (meta.get("annotations") or {}).get(PLACEMENT_ANNOTATION)
+        raw = (meta.get("annotations") or {}).get(ANNOTATION_PLACEMENT)
         if not raw:
             continue
-        try:
-            record = json.loads(raw)
-            key = (str(record["deployment"]), str(record["cluster"]), int(record["index"]))
-        except (ValueError, KeyError, TypeError) as exc:
-            name = meta.get("name", "?")
-            raise GpufleetError(
-                f"object {name!r} carries an unreadable {PLACEMENT_ANNOTATION} annotation: {exc}"
-            ) from None
-        seen.setdefault(key, record)
+        record = ReplicaRecord.from_annotation(raw, f"object {meta.get('name', '?')!r}")
+        seen.setdefault((record.deployment, record.cluster, record.index), record)
     return [seen[k] for k in sorted(seen)]
+
+
+def observed_replicas(objects: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`observed_records` in the dict shape (``device_requests`` absent: the annotation does not hold them)."""
+    return [r.to_compact() for r in observed_records(objects)]
 
 
 @dataclass
@@ -98,8 +103,9 @@ class FleetPlacement:
 def explain_lines(unschedulable: Mapping[str, Any] | None) -> list[str]:
     """Flatten placement's ``unschedulable`` (``{cluster: {code, reason, pools: {pool: why}}}``) into lines."""
     lines: list[str] = []
-    for cluster in sorted(unschedulable or {}):
-        entry = unschedulable[cluster]
+    table = unschedulable or {}
+    for cluster in sorted(table):
+        entry = table[cluster]
         lines.append(f"{cluster}: {entry.get('reason') or entry.get('code', '')}")
         lines.extend(f"  {cluster}/{pool}: {why}" for pool, why in (entry.get("pools") or {}).items())
     return lines
@@ -141,19 +147,28 @@ def place_fleet(
     drained: Iterable[str] = (),
     cordoned: Iterable[str] = (),
 ) -> FleetPlacement:
-    """Place every deployment of a normalised fleet (``fleet_info``'s ``fleet``), in order, sharing capacity."""
-    clusters = fleet_clusters(fleet["placement_clusters"], unreachable=unreachable, drained=drained, cordoned=cordoned)
+    """Place every deployment of a normalised fleet (``fleet_info``'s ``fleet``), in order, sharing capacity.
+
+    Classes, clusters and observed records are validated once for the whole fleet, each deployment once.
+    """
+    require_pydantic()
+    by_name = fleet_clusters(fleet["placement_clusters"], unreachable=unreachable, drained=drained, cordoned=cordoned)
+    classes = validate_classes(fleet["classes"])
+    models = {c.name: c for c in validate_clusters(list(by_name.values()), classes)}
     names = [d["name"] for d in fleet["deployments"]]
     # Replicas of deployments that are no longer in the fleet are dropped (their objects get pruned) and free capacity.
-    current = [dict(r) for r in observed if r.get("deployment") in names]
+    current: list[ReplicaRecord] = ReplicaRecord.parse_list(
+        [r for r in observed if r.get("deployment") in names], "observed"
+    )
     outcome = FleetPlacement()
-    for dep in fleet["deployments"]:
-        spec = {k: v for k, v in dep.items() if k != "candidate_clusters"}
-        candidates = [clusters[name] for name in dep.get("candidate_clusters", []) if name in clusters]
-        result = place(deployment=spec, clusters=candidates, classes=fleet["classes"], replicas=current)
-        current = [r for r in current if r.get("deployment") != dep["name"]] + list(result["replicas"])
-        outcome.results[dep["name"]] = dict(result)
-    outcome.replicas = current
+    for dep_data in fleet["deployments"]:
+        spec = {k: v for k, v in dep_data.items() if k != "candidate_clusters"}
+        dep: ModelDeployment = parse(ModelDeployment, spec, "deployment")
+        candidates = [models[name] for name in dep_data.get("candidate_clusters", []) if name in models]
+        result = plan(dep, classes, candidates, current)
+        current = [r for r in current if r.deployment != dep.name] + list(result.replicas)
+        outcome.results[dep.name] = result.to_dict()
+    outcome.replicas = [r.to_dict() for r in current]
     return outcome
 
 
@@ -162,18 +177,21 @@ def fleet_manifests(fleet: Mapping[str, Any], replicas: Iterable[Mapping[str, An
 
     Every cluster of the fleet has an entry (possibly empty), so a cluster that lost its last replica gets pruned.
     """
-    from ansible_collections.gpufleet.serving.plugins.module_utils.render import render_serving_manifests
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render import prepare_deployment, render_replicas
 
-    placed: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    caches = fleet.get("caches") or []
+    placed: dict[str, list[Mapping[str, Any]]] = {}
     for r in replicas:
-        placed.setdefault((r["deployment"], r["cluster"]), []).append(r)
+        placed.setdefault(r["deployment"], []).append(r)
     out: dict[str, list[dict[str, Any]]] = {c["name"]: [] for c in fleet["placement_clusters"]}
-    for dep in fleet["deployments"]:
-        spec = {k: v for k, v in dep.items() if k != "candidate_clusters"}
+    for dep_data in fleet["deployments"]:
+        mine = placed.get(dep_data["name"])
+        if not mine:
+            continue
+        spec = {k: v for k, v in dep_data.items() if k != "candidate_clusters"}
+        dep, cache = prepare_deployment(spec, caches)
+        records = ReplicaRecord.parse_list(mine, "replicas")
         for cluster in sorted(out):
-            mine = placed.get((dep["name"], cluster))
-            if mine:
-                out[cluster].extend(
-                    render_serving_manifests(mine, spec, cluster=cluster, caches=fleet.get("caches") or [])
-                )
+            if any(r.cluster == cluster for r in records):
+                out[cluster].extend(render_replicas(dep, records, cluster, cache))
     return out

@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The render directory: ``<root>/<cluster>/<namespace>/<kind>-<name>.yaml``, one Kubernetes object per file.
 
 Writes are atomic (temporary file in the same directory, then ``os.replace``) and only happen when the content
@@ -11,7 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,7 +116,7 @@ def read_objects(
     *,
     kinds: Iterable[str] | None = None,
     skip: Iterable[str] = (),
-):
+) -> Iterator[tuple[str, str, Any]]:
     """Yield ``(cluster, relpath, object)`` for every rendered object matching ``selector`` (all when None).
 
     ``kinds`` limits the files read to those kinds (by file name); ``skip`` lists relative paths not to read.

@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Typed fleet data model (pydantic v2): inference classes, clusters, model deployments, model caches.
 
 Shapes and names follow ``docs/fleet.md`` (design.md §1-3, §5). Our own keys are snake_case; anything that is a
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import re
 import traceback
+from collections.abc import Callable, Mapping
+from functools import cached_property
 from typing import Any, Literal
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
@@ -385,6 +389,41 @@ class Cluster(_Strict):
 
 
 # --------------------------------------------------------------------------------------------------------------------
+# Clusters as placement sees them: ``fleet_info``'s ``placement_clusters`` (design.md §4 ``clusters``)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class PlacementPool(BaseModel):
+    """A pool as placement counts it: the class of its nodes and how many there are."""
+
+    # Read-back shapes (``zones``, ``min_node_count``...) are accepted and ignored.
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    name: str = Field(min_length=1)
+    class_name: str = Field(alias="class", min_length=1)
+    nodes: int = Field(ge=0, strict=True)
+
+
+class PlacementCluster(BaseModel):
+    """A candidate cluster: its pools in order, its fleet-level taints and whether it takes new replicas.
+
+    Only native constraints here (clusters are validated in bulk on every placement); ``placement.validate_clusters``
+    checks pool names are unique and their classes known."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    name: str = Field(min_length=1)
+    pools: list[PlacementPool] = Field(default_factory=list)
+    taints: list[Taint] = Field(default_factory=list)
+    ready: bool = True
+
+    @cached_property
+    def classes(self) -> tuple[str, ...]:
+        """The pools' classes, in pool order (the key placement memoises a cluster's options by)."""
+        return tuple(p.class_name for p in self.pools)
+
+
+# --------------------------------------------------------------------------------------------------------------------
 # Model deployments (design.md §3)
 # --------------------------------------------------------------------------------------------------------------------
 
@@ -635,7 +674,7 @@ def format_loc(prefix: str, loc: tuple[Any, ...]) -> str:
 _ALIASES = {"class_": "class", "bool_": "bool", "int_": "int"}
 
 
-def _reason(err: dict[str, Any]) -> str:
+def _reason(err: Mapping[str, Any]) -> str:
     kind = err.get("type", "")
     ctx = err.get("ctx") or {}
     if kind == "literal_error":
@@ -671,16 +710,34 @@ def _reason(err: dict[str, Any]) -> str:
 
 
 def translate_errors(
-    prefix: str, exc: ValidationError, rename_first: dict[str, str] | None = None
+    prefix: str,
+    exc: ValidationError,
+    rename_first: dict[str, str] | None = None,
+    reason: Callable[[Mapping[str, Any]], str | None] | None = None,
 ) -> list[tuple[str, str]]:
-    """pydantic errors -> ``(path, reason)``; ``rename_first`` maps a top-level field to the variable the user wrote."""
+    """pydantic errors -> ``(path, reason)``; ``rename_first`` maps a top-level field to the variable the user wrote;
+    ``reason`` may word an error itself (``None``: the generic wording)."""
     out = []
     for err in exc.errors(include_url=False):
         loc = tuple(_ALIASES.get(p, p) if isinstance(p, str) else p for p in err.get("loc", ()))
         if rename_first and loc and isinstance(loc[0], str):
             loc = (rename_first.get(loc[0], loc[0]), *loc[1:])
-        out.append((format_loc(prefix, loc), _reason(err)))
+        text = reason(err) if reason is not None else None
+        out.append((format_loc(prefix, loc), text if text is not None else _reason(err)))
     return out
+
+
+_ADAPTERS: dict[Any, Any] = {}
+
+
+def list_adapter(model: Any) -> Any:
+    """A cached pydantic TypeAdapter for ``list[model]``: one (native) validation call for a whole list."""
+    adapter = _ADAPTERS.get(model)
+    if adapter is None:
+        from pydantic import TypeAdapter
+
+        adapter = _ADAPTERS[model] = TypeAdapter(list[model])
+    return adapter
 
 
 def parse(model: type[Any], data: Any, prefix: str) -> Any:

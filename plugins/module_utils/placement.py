@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Device-aware replica placement (design.md §4): a pure function of the fleet it is given.
 
 ``place(deployment=..., clusters=..., classes=..., replicas=...)`` returns the deployment's replicas, the counts, a
@@ -43,22 +45,30 @@ stays a 63-character DNS label.
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import replica_name
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     InferenceClass,
     ModelDeployment,
+    PlacementCluster,
     Taint,
+    ValidationError,
     format_loc,
+    list_adapter,
     parse,
     require_pydantic,
+    translate_errors,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.records import (
+    LedgerRecord,
+    ReplicaRecord,
 )
 
 CONDITION_TYPE = "ReplicasScheduled"
@@ -75,7 +85,6 @@ CODE_NO_MATCHING_POOL = "NoMatchingPool"
 CODE_INSUFFICIENT_CAPACITY = "InsufficientCapacity"
 
 NAME_HASH_DIGITS = 5
-MAX_NAME_LENGTH = 63
 _MEMO_LIMIT = 200_000
 
 
@@ -141,13 +150,6 @@ SELECTORS = SelectorEngine()
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def replica_name(deployment: str, cluster: str, index: int, digits: int = NAME_HASH_DIGITS) -> str:
-    """``<deployment>-<first `digits` hex of sha256("<deployment>/<cluster>/<index>")>``, at most 63 characters."""
-    digest = hashlib.sha256(f"{deployment}/{cluster}/{index}".encode()).hexdigest()[:digits]
-    prefix = deployment[: MAX_NAME_LENGTH - 1 - digits].rstrip("-")
-    return f"{prefix}-{digest}"
-
-
 def _is_derived_name(name: str | None, deployment: str, cluster: str, index: int) -> bool:
     if not name:
         return False
@@ -170,311 +172,112 @@ def _unique_name(deployment: str, cluster: str, index: int, taken: set[str]) -> 
 # --------------------------------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Pool:
-    name: str
-    class_name: str
-    nodes: int
-
-
-@dataclass
-class _Cluster:
-    name: str
-    pools: list[_Pool]
-    taints: list[Taint]
-    ready: bool
-    classes: tuple[str, ...] = ()  # the pools' classes, in pool order
-
-    def __post_init__(self) -> None:
-        self.classes = tuple(p.class_name for p in self.pools)
-
-
-@dataclass
-class _ObservedMember:
-    role: str
-    pool: str
-    nodes: int
-    device_requests: list[dict[str, Any]] | None  # None: the record does not say (a compact read-back)
-
-
-@dataclass
-class _ObservedEngine:
-    name: str
-    copies: int
-    members: list[_ObservedMember]
-
-
-@dataclass
-class _Observed:
-    """A replica already in the fleet (any deployment), in the module's return shape."""
-
-    position: int
-    name: str | None
-    deployment: str
-    namespace: str | None
-    cluster: str
-    index: int
-    engines: list[_ObservedEngine]
-
-    def normalized(self, like: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The replica in the return shape. Where the record has no ``device_requests``, take them from ``like`` (the
-        same replica as placed now) if its shape lines up, else use ``[]``: a read-back without them is no change."""
-
-        def requests(ei: int, mi: int, m: _ObservedMember) -> list[dict[str, Any]]:
-            if m.device_requests is not None:
-                return m.device_requests
-            try:
-                return like["engines"][ei]["members"][mi]["device_requests"] if like else []
-            except (IndexError, KeyError, TypeError):
-                return []
-
-        return {
-            "name": self.name,
-            "deployment": self.deployment,
-            "namespace": self.namespace,
-            "cluster": self.cluster,
-            "index": self.index,
-            "engines": [
-                {
-                    "name": e.name,
-                    "copies": e.copies,
-                    "members": [
-                        {"role": m.role, "pool": m.pool, "nodes": m.nodes, "device_requests": requests(ei, mi, m)}
-                        for mi, m in enumerate(e.members)
-                    ],
-                }
-                for ei, e in enumerate(self.engines)
-            ],
-        }
-
-
-class _Errors:
-    def __init__(self) -> None:
-        self.items: list[tuple[str, str]] = []
-
-    def add(self, path: str, reason: str) -> None:
-        self.items.append((path, reason))
-
-    def raise_if_any(self) -> None:
-        if self.items:
-            raise FleetValidationError(self.items)
-
-
-def _is_map(value: Any) -> bool:
-    return isinstance(value, (dict, Mapping))
-
-
-def _int(value: Any, path: str, errors: _Errors, *, minimum: int = 0, default: int | None = None) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
-        return value
-    if value is None and default is not None:
-        return default
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int):
-        errors.add(path, f"must be an integer (got {value!r})" if value is not None else "is required")
-        return None
-    if value < minimum:
-        errors.add(path, f"must be >= {minimum} (got {value})")
-        return None
-    return value
-
-
-def _str(value: Any, path: str, errors: _Errors, *, required: bool = True) -> str | None:
-    if isinstance(value, str) and value:
-        return value
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or not value:
-        errors.add(path, "is required" if value is None else f"must be a non-empty string (got {value!r})")
-        return None
-    return value
-
-
-def _bool(value: Any, path: str, errors: _Errors, *, default: bool) -> bool:
-    if value is None:
-        return default
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "yes", "on", "false", "no", "off"):
-        return value.lower() in ("true", "yes", "on")
-    errors.add(path, f"must be true or false (got {value!r})")
-    return default
-
-
-def _list(value: Any, path: str, errors: _Errors) -> list[Any]:
-    if isinstance(value, list):
-        return value
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        errors.add(path, f"must be a list (got {type(value).__name__})")
-        return []
-    return value
-
-
-def _parse_classes(classes: Any) -> dict[str, InferenceClass]:
-    if not _is_map(classes):
+def validate_classes(classes: Any) -> dict[str, InferenceClass]:
+    if not isinstance(classes, Mapping):
         raise FleetValidationError(
             [("classes", f"must be a mapping of class name to class (got {type(classes).__name__})")]
         )
-    errors = _Errors()
+    errors: list[tuple[str, str]] = []
     parsed: dict[str, InferenceClass] = {}
     for name, data in classes.items():
         try:
             parsed[str(name)] = parse(InferenceClass, data, format_loc("classes", (str(name),)))
         except FleetValidationError as exc:
-            errors.items.extend(exc.errors)
-    errors.raise_if_any()
+            errors.extend(exc.errors)
+    if errors:
+        raise FleetValidationError(errors)
     return parsed
 
 
-def _parse_clusters(clusters: Any, classes: Mapping[str, InferenceClass]) -> list[_Cluster]:
-    errors = _Errors()
-    out: list[_Cluster] = []
+def validate_clusters(clusters: Any, classes: Mapping[str, Any]) -> list[PlacementCluster]:
+    """Candidate clusters as models; every pool's class must be one of ``classes``, names unique."""
+    if clusters is None:
+        return []
+    if not isinstance(clusters, list):
+        raise FleetValidationError([("clusters", f"must be a list (got {type(clusters).__name__})")])
+    # ``pools: null`` / ``taints: null`` mean none (as a read-back may spell it).
+    data = [
+        {**c, "pools": c.get("pools") or [], "taints": c.get("taints") or []}
+        if isinstance(c, dict) and (c.get("pools") is None or c.get("taints") is None)
+        else c
+        for c in clusters
+    ]
+    try:
+        out: list[PlacementCluster] = list_adapter(PlacementCluster).validate_python(data)
+    except ValidationError as exc:
+        raise FleetValidationError(translate_errors("clusters", exc)) from None
+    errors: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for ci, data in enumerate(_list(clusters, "clusters", errors)):
+    for ci, cluster in enumerate(out):
+        if cluster.name in seen:
+            errors.append((f"clusters[{ci}].name", f"duplicate cluster name {cluster.name!r}"))
+        seen.add(cluster.name)
+        pools = cluster.pools
+        if len({p.name for p in pools}) == len(pools) and all(p.class_name in classes for p in pools):
+            continue  # the common case, checked in one pass
         path = f"clusters[{ci}]"
-        if not _is_map(data):
-            errors.add(path, f"must be a mapping (got {type(data).__name__})")
-            continue
-        name = _str(data.get("name"), f"{path}.name", errors)
-        if name is not None:
-            if name in seen:
-                errors.add(f"{path}.name", f"duplicate cluster name {name!r}")
-            seen.add(name)
-        pools: list[_Pool] = []
         pool_names: set[str] = set()
-        for pi, pdata in enumerate(_list(data.get("pools"), f"{path}.pools", errors)):
-            ppath = f"{path}.pools[{pi}]"
-            if not _is_map(pdata):
-                errors.add(ppath, f"must be a mapping (got {type(pdata).__name__})")
-                continue
-            pname = _str(pdata.get("name"), f"{ppath}.name", errors)
-            cname = _str(pdata.get("class"), f"{ppath}.class", errors)
-            nodes = _int(pdata.get("nodes"), f"{ppath}.nodes", errors)
-            if pname is not None:
-                if pname in pool_names:
-                    errors.add(f"{ppath}.name", f"duplicate pool name {pname!r}")
-                pool_names.add(pname)
-            if cname is not None and cname not in classes:
+        for pi, pool in enumerate(pools):
+            if pool.name in pool_names:
+                errors.append((f"{path}.pools[{pi}].name", f"duplicate pool name {pool.name!r}"))
+            pool_names.add(pool.name)
+            if pool.class_name not in classes:
                 known = ", ".join(sorted(classes)) or "none given"
-                errors.add(f"{ppath}.class", f"unknown inference class {cname!r} (known: {known})")
-                cname = None
-            if pname is not None and cname is not None and nodes is not None:
-                pools.append(_Pool(pname, cname, nodes))
-        taints: list[Taint] = []
-        for ti, tdata in enumerate(_list(data.get("taints"), f"{path}.taints", errors)):
-            try:
-                taints.append(parse(Taint, tdata, f"{path}.taints[{ti}]"))
-            except FleetValidationError as exc:
-                errors.items.extend(exc.errors)
-        ready = _bool(data.get("ready"), f"{path}.ready", errors, default=True)
-        if name is not None:
-            out.append(_Cluster(name, pools, taints, ready))
-    errors.raise_if_any()
-    return out
-
-
-def _selectors_of(value: Any, path: str, errors: _Errors) -> list[str]:
-    out = []
-    for si, sel in enumerate(_list(value, path, errors)):
-        if _is_map(sel):
-            sel = sel.get("cel")
-        if not isinstance(sel, str):
-            errors.add(f"{path}[{si}]", f"must be a CEL expression string (got {sel!r})")
-            continue
-        out.append(sel)
-    return out
-
-
-def _parse_other(ri: int, data: Mapping[str, Any], deployment: str, errors: _Errors) -> _Observed | None:
-    """Another deployment's replica: only what the ledger reads (cluster, each member's pool and nodes)."""
-    cluster = data.get("cluster")
-    engines = data.get("engines")
-    if not isinstance(cluster, str) or not cluster or not isinstance(engines, list):
-        return _parse_ours(ri, data, errors)  # say precisely what is wrong
-    out: list[_ObservedEngine] = []
-    for ei, edata in enumerate(engines):
-        members = edata.get("members") if isinstance(edata, dict) else None
-        if not isinstance(members, list):
-            return _parse_ours(ri, data, errors)
-        observed_members = []
-        for mdata in members:
-            pool = mdata.get("pool") if isinstance(mdata, dict) else None
-            nodes = mdata.get("nodes") if isinstance(mdata, dict) else None
-            if not isinstance(pool, str) or not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 0:
-                return _parse_ours(ri, data, errors)
-            observed_members.append(_ObservedMember("", pool, nodes, None))
-        out.append(_ObservedEngine(str(edata.get("name", ei)), 1, observed_members))
-    return _Observed(ri, None, deployment, None, cluster, -1, out)
-
-
-def _parse_replicas(replicas: Any, ours: str) -> list[_Observed]:
-    """Validate the fleet's replicas: this deployment's fully, the others' as far as the ledger reads them."""
-    errors = _Errors()
-    out: list[_Observed] = []
-    for ri, data in enumerate(_list(replicas, "replicas", errors)):
-        if not _is_map(data):
-            errors.add(f"replicas[{ri}]", f"must be a mapping (got {type(data).__name__})")
-            continue
-        deployment = data.get("deployment")
-        if isinstance(deployment, str) and deployment and deployment != ours:
-            parsed = _parse_other(ri, data, deployment, errors)
-        else:
-            parsed = _parse_ours(ri, data, errors)
-        if parsed is not None:
-            out.append(parsed)
-    errors.raise_if_any()
-    return out
-
-
-def _parse_ours(ri: int, data: Mapping[str, Any], errors: _Errors) -> _Observed | None:
-    path = f"replicas[{ri}]"
-    name = _str(data.get("name"), f"{path}.name", errors, required=False)
-    deployment = _str(data.get("deployment"), f"{path}.deployment", errors)
-    namespace = _str(data.get("namespace"), f"{path}.namespace", errors, required=False)
-    cluster = _str(data.get("cluster"), f"{path}.cluster", errors)
-    index = _int(data.get("index"), f"{path}.index", errors)
-    engines: list[_ObservedEngine] = []
-    for ei, edata in enumerate(_list(data.get("engines"), f"{path}.engines", errors)):
-        epath = f"{path}.engines[{ei}]"
-        if not _is_map(edata):
-            errors.add(epath, f"must be a mapping (got {type(edata).__name__})")
-            continue
-        ename = _str(edata.get("name"), f"{epath}.name", errors)
-        copies = _int(edata.get("copies"), f"{epath}.copies", errors, minimum=1, default=1)
-        members: list[_ObservedMember] = []
-        for mi, mdata in enumerate(_list(edata.get("members"), f"{epath}.members", errors)):
-            mpath = f"{epath}.members[{mi}]"
-            if not _is_map(mdata):
-                errors.add(mpath, f"must be a mapping (got {type(mdata).__name__})")
-                continue
-            role = _str(mdata.get("role"), f"{mpath}.role", errors)
-            pool = _str(mdata.get("pool"), f"{mpath}.pool", errors)
-            nodes = _int(mdata.get("nodes"), f"{mpath}.nodes", errors)
-            requests: list[dict[str, Any]] = []
-            for qi, qdata in enumerate(_list(mdata.get("device_requests"), f"{mpath}.device_requests", errors)):
-                qpath = f"{mpath}.device_requests[{qi}]"
-                if not _is_map(qdata):
-                    errors.add(qpath, f"must be a mapping (got {type(qdata).__name__})")
-                    continue
-                requests.append(
-                    {
-                        "name": qdata.get("name"),
-                        "device_class_name": qdata.get("device_class_name"),
-                        "count": qdata.get("count", 1),
-                        "selectors": _selectors_of(qdata.get("selectors"), f"{qpath}.selectors", errors),
-                    }
+                errors.append(
+                    (f"{path}.pools[{pi}].class", f"unknown inference class {pool.class_name!r} (known: {known})")
                 )
-            if role is not None and pool is not None and nodes is not None:
-                given = None if mdata.get("device_requests") is None else requests
-                members.append(_ObservedMember(role, pool, nodes, given))
-        if ename is not None and copies is not None:
-            engines.append(_ObservedEngine(ename, copies, members))
-    if deployment is not None and cluster is not None and index is not None:
-        return _Observed(ri, name, deployment, namespace, cluster, index, engines)
-    return None
+    if errors:
+        raise FleetValidationError(errors)
+    return out
+
+
+def validate_records(replicas: Any, ours: str) -> list[ReplicaRecord | LedgerRecord]:
+    """The fleet's replicas: this deployment's fully (:class:`ReplicaRecord`), the others' as far as the ledger reads
+    them (:class:`LedgerRecord`); a record that is not even that is reported with every problem a full record has."""
+    if replicas is None:
+        return []
+    if not isinstance(replicas, list):
+        raise FleetValidationError([("replicas", f"must be a list (got {type(replicas).__name__})")])
+    mine: list[tuple[int, Any]] = []
+    others: list[tuple[int, Any]] = []
+    for ri, data in enumerate(replicas):
+        deployment = data.get("deployment") if isinstance(data, Mapping) else None
+        if isinstance(deployment, str) and deployment and deployment != ours:
+            others.append((ri, data))
+        else:
+            mine.append((ri, data))
+    out: list[ReplicaRecord | LedgerRecord | None] = [None] * len(replicas)
+    errors: list[tuple[str, str]] = []
+    for group, model in ((mine, ReplicaRecord), (others, LedgerRecord)):
+        if not group:
+            continue
+        try:  # the whole group in one validation call; item by item only to name what is wrong
+            for (ri, _data), record in zip(
+                group, list_adapter(model).validate_python([d for _i, d in group]), strict=True
+            ):
+                out[ri] = record
+        except ValidationError:
+            for ri, data in group:
+                if model is LedgerRecord:
+                    try:
+                        out[ri] = list_adapter(LedgerRecord).validate_python([data])[0]
+                        continue
+                    except ValidationError:
+                        pass  # say precisely what is wrong, as for a full record
+                try:
+                    out[ri] = ReplicaRecord.parse(data, f"replicas[{ri}]")
+                except FleetValidationError as exc:
+                    errors.extend(exc.errors)
+    if errors:
+        raise FleetValidationError(sorted(errors, key=lambda e: _replica_index(e[0])))
+    return [r for r in out if r is not None]
+
+
+def _replica_index(path: str) -> int:
+    try:
+        return int(path.split("[", 1)[1].split("]", 1)[0])
+    except (IndexError, ValueError):
+        return -1
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -649,7 +452,7 @@ def _match_member(member: _Member, devices: list[_Device], sel: SelectorEngine) 
     return _MemberMatch(True, resolved, synthetic)
 
 
-def _untolerated(cluster: _Cluster, tolerations: list[Any], effects: Iterable[str]) -> list[Taint]:
+def _untolerated(cluster: PlacementCluster, tolerations: list[Any], effects: Iterable[str]) -> list[Taint]:
     wanted = set(effects)
     return [t for t in cluster.taints if t.effect in wanted and not any(tol.tolerates(t) for tol in tolerations)]
 
@@ -672,8 +475,20 @@ class _Placed:
     cluster: str
     index: int
     engines: list[tuple[str, _Option]]  # (pool, option) per engine, deployment order
-    observed: _Observed | None = None  # set for a retained replica
+    observed: ReplicaRecord | None = None  # set for a retained replica
     name: str = ""
+
+
+def _held(r: ReplicaRecord | LedgerRecord, skip: str) -> list[tuple[str, str, int]]:
+    """``(cluster, pool, nodes)`` a replica of another deployment than ``skip`` holds (none for ``skip``'s own)."""
+    # A LedgerRecord is a plain dict (isinstance on a pydantic class is a slow Python-level check: avoided here).
+    if isinstance(r, dict):
+        if r["deployment"] == skip:
+            return []
+        return [(r["cluster"], m["pool"], m["nodes"]) for e in r["engines"] for m in e["members"]]
+    if r.deployment == skip:
+        return []
+    return [(r.cluster, m.pool, m.nodes) for e in r.engines for m in e.members]
 
 
 class _Planner:
@@ -681,8 +496,8 @@ class _Planner:
         self,
         dep: ModelDeployment,
         classes: dict[str, InferenceClass],
-        clusters: list[_Cluster],
-        replicas: list[_Observed],
+        clusters: list[PlacementCluster],
+        replicas: Sequence[ReplicaRecord | LedgerRecord],
         sel: SelectorEngine,
     ) -> None:
         self.dep = dep
@@ -694,6 +509,7 @@ class _Planner:
         self.sel = sel
         self._member_memo: dict[tuple[str, int, int], _MemberMatch] = {}
         self._options_memo: dict[tuple[str, ...], list[list[_Option | str]]] = {}
+        self._cluster_options: dict[str, list[list[_Option | str]]] = {}
         self.free: dict[tuple[str, str], int] = {}
         self.dropped: list[dict[str, Any]] = []
 
@@ -730,13 +546,16 @@ class _Planner:
         engine = self.engines[ei]
         return sum(m.pods * engine.copies for m, mm in zip(engine.members, matches, strict=True) if mm.claims)
 
-    def options(self, cluster: _Cluster) -> list[list[_Option | str]]:
+    def options(self, cluster: PlacementCluster) -> list[list[_Option | str]]:
         """Per engine, per pool (cluster order): the option, or why the pool cannot host the engine."""
-        key = cluster.classes
-        hit = self._options_memo.get(key)
-        if hit is not None:
-            return hit
-        return self._options(key)
+        hit = self._cluster_options.get(cluster.name)
+        if hit is None:
+            key = cluster.classes  # clusters with the same pool classes share one table
+            hit = self._options_memo.get(key)
+            if hit is None:
+                hit = self._options(key)
+            self._cluster_options[cluster.name] = hit
+        return hit
 
     def _options(self, key: tuple[str, ...]) -> list[list[_Option | str]]:
         table: list[list[_Option | str]] = []
@@ -765,7 +584,7 @@ class _Planner:
 
     # -- retain ------------------------------------------------------------------------------------------------------
 
-    def retained_engines(self, r: _Observed, cluster: _Cluster) -> list[tuple[str, _Option]] | str:
+    def retained_engines(self, r: ReplicaRecord, cluster: PlacementCluster) -> list[tuple[str, _Option]] | str:
         want = [e.name for e in self.engines]
         have = [e.name for e in r.engines]
         if sorted(want) != sorted(have):
@@ -791,10 +610,10 @@ class _Planner:
             out.append((pool_name, _Option(matches, self.cost(ei, matches))))
         return out
 
-    def drop(self, r: _Observed, reason: str) -> None:
+    def drop(self, r: ReplicaRecord, reason: str) -> None:
         self.dropped.append({"name": r.name, "cluster": r.cluster, "index": r.index, "reason": reason})
 
-    def retain(self, ours: list[_Observed]) -> list[_Placed]:
+    def retain(self, ours: list[ReplicaRecord]) -> list[_Placed]:
         tolerations = self.dep.tolerations
         kept: list[_Placed] = []
         seen: set[tuple[str, int]] = set()
@@ -841,16 +660,24 @@ class _Planner:
     def build_ledger(self, kept: list[_Placed]) -> None:
         self.free = {(c.name, p.name): p.nodes for c in self.clusters for p in c.pools}
         kept_ids = {id(p.observed) for p in kept}
+        free = self.free
         for r in self.replicas:
+            if isinstance(r, dict):  # a LedgerRecord: another deployment's replica
+                for e in r["engines"]:
+                    for m in e["members"]:
+                        key = (r["cluster"], m["pool"])
+                        if m["nodes"] and key in free:
+                            free[key] -= m["nodes"]
+                continue
             if r.deployment == self.dep.name and id(r) not in kept_ids:
                 continue  # dropped or scaled down: its nodes are freeing up
-            for e in r.engines:
-                for m in e.members:
-                    key = (r.cluster, m.pool)
-                    if m.nodes and key in self.free:
-                        self.free[key] -= m.nodes
+            for em in r.engines:
+                for mm in em.members:
+                    key = (r.cluster, mm.pool)
+                    if mm.nodes and key in free:
+                        free[key] -= mm.nodes
 
-    def try_place(self, cluster: _Cluster) -> tuple[list[tuple[str, _Option]] | None, str, dict[str, str], str]:
+    def try_place(self, cluster: PlacementCluster) -> tuple[list[tuple[str, _Option]] | None, str, dict[str, str], str]:
         """Fit one replica on ``cluster`` against the ledger: (placement, or None with code, per-pool reasons, reason)."""
         table = self.options(cluster)
         trial: dict[str, int] = {}
@@ -893,7 +720,7 @@ class _Planner:
         for pool, option in engines:
             self.free[(cluster, pool)] -= option.cost
 
-    def eligibility(self, cluster: _Cluster) -> tuple[str, str] | None:
+    def eligibility(self, cluster: PlacementCluster) -> tuple[str, str] | None:
         """Why ``cluster`` takes no new replica regardless of capacity, or None."""
         problems = []
         code = ""
@@ -950,6 +777,8 @@ class _Planner:
     # -- output ------------------------------------------------------------------------------------------------------
 
     def replica_dict(self, p: _Placed) -> dict[str, Any]:
+        """The placed replica in the record's dict shape (``ReplicaRecord.to_dict``), built directly: every value
+        comes from validated models, and the record itself is only built when a caller asks for it."""
         engines = []
         for engine, (pool, option) in zip(self.engines, p.engines, strict=True):
             members = []
@@ -975,16 +804,13 @@ class _Planner:
     def overcommitted(self, ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
         used: dict[tuple[str, str], int] = {}
         for r in self.replicas:
-            if r.deployment == self.dep.name:
-                continue
-            for e in r.engines:
-                for m in e.members:
-                    used[(r.cluster, m.pool)] = used.get((r.cluster, m.pool), 0) + m.nodes
+            for where, pool_name, nodes in _held(r, self.dep.name):
+                used[(where, pool_name)] = used.get((where, pool_name), 0) + nodes
         touched: set[tuple[str, str]] = set()
-        for r in ours:
-            for e in r["engines"]:
+        for mine in ours:
+            for e in mine["engines"]:
                 for m in e["members"]:
-                    key = (r["cluster"], m["pool"])
+                    key = (mine["cluster"], m["pool"])
                     used[key] = used.get(key, 0) + m["nodes"]
                     touched.add(key)
         out = []
@@ -1005,8 +831,43 @@ def _condition(status: bool, reason: str, message: str) -> dict[str, str]:
     return {"type": CONDITION_TYPE, "status": "True" if status else "False", "reason": reason, "message": message}
 
 
-def _identity_key(r: _Observed) -> tuple[str, int, str, int]:
-    return (r.cluster, r.index, r.name or "", r.position)
+@dataclass
+class PlacementResult:
+    """What :func:`plan` decides for one deployment (``to_dict()`` is the module's return shape).
+
+    The replicas are kept in their dict shape (what the module returns); :attr:`replicas` gives them as
+    :class:`ReplicaRecord` models, built on first use.
+    """
+
+    replica_dicts: list[dict[str, Any]]
+    desired: int
+    scheduled: int
+    condition: dict[str, str]
+    unschedulable: dict[str, Any] = field(default_factory=dict)
+    changed: bool = False
+    dropped: list[dict[str, Any]] = field(default_factory=list)
+    overcommitted: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    _records: list[ReplicaRecord] | None = None
+
+    @property
+    def replicas(self) -> list[ReplicaRecord]:
+        if self._records is None:
+            self._records = [ReplicaRecord.trusted(d) for d in self.replica_dicts]
+        return self._records
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "replicas": self.replica_dicts,
+            "desired": self.desired,
+            "scheduled": self.scheduled,
+            "condition": self.condition,
+            "unschedulable": self.unschedulable,
+            "changed": self.changed,
+            "dropped": self.dropped,
+            "overcommitted": self.overcommitted,
+            "warnings": self.warnings,
+        }
 
 
 def place(
@@ -1019,18 +880,35 @@ def place(
 ) -> dict[str, Any]:
     """Place one deployment's replicas on the candidate clusters (design.md §4). Pure and deterministic.
 
-    Returns ``{replicas, desired, scheduled, condition, unschedulable, changed, dropped, overcommitted, warnings}``.
+    The dict boundary of :func:`plan`: validates every argument into models, plans, returns
+    ``{replicas, desired, scheduled, condition, unschedulable, changed, dropped, overcommitted, warnings}``.
     Raises :class:`FleetValidationError` for malformed input (``path: reason`` lines).
     """
     require_pydantic()
     dep: ModelDeployment = parse(ModelDeployment, deployment, "deployment")
-    parsed_classes = _parse_classes(classes)
-    parsed_clusters = _parse_clusters(clusters, parsed_classes)
-    observed = _parse_replicas(replicas, dep.name)
+    parsed_classes = validate_classes(classes)
+    parsed_clusters = validate_clusters(clusters, parsed_classes)
+    records = validate_records(replicas, dep.name)
+    return plan(dep, parsed_classes, parsed_clusters, records, selectors=selectors).to_dict()
+
+
+def plan(
+    dep: ModelDeployment,
+    classes: Mapping[str, InferenceClass],
+    clusters: list[PlacementCluster],
+    records: Sequence[ReplicaRecord | LedgerRecord],
+    *,
+    selectors: SelectorEngine | None = None,
+) -> PlacementResult:
+    """Place ``dep``'s replicas over validated models. ``records`` are every replica in the fleet (any deployment);
+    every pool's class must be in ``classes`` (:func:`validate_clusters` checks it)."""
     sel = selectors if selectors is not None else SELECTORS
 
-    ours = sorted((r for r in observed if r.deployment == dep.name), key=_identity_key)
-    previous = [r.normalized() for r in ours]
+    positioned = [
+        (i, r) for i, r in enumerate(records) if not isinstance(r, dict) and r.deployment == dep.name
+    ]  # LedgerRecords (dicts) are other deployments' replicas
+    positioned.sort(key=lambda item: (item[1].cluster, item[1].index, item[1].name or "", item[0]))
+    ours = [r for _pos, r in positioned]
     desired = dep.replicas
 
     invalid = []
@@ -1040,23 +918,18 @@ def place(
         except ValueError as exc:
             invalid.append(f"deployment.{path}: `{expression}` does not compile: {exc}")
     if invalid:
-        return {
-            "replicas": previous,
-            "desired": desired,
-            "scheduled": len(previous),
-            "condition": _condition(
+        return PlacementResult(
+            replica_dicts=[r.to_dict() for r in ours],
+            desired=desired,
+            scheduled=len(ours),
+            condition=_condition(
                 False,
                 REASON_INVALID_NODE_SELECTOR,
                 "invalid CEL selector(s), nothing placed, moved or dropped: " + "; ".join(invalid),
             ),
-            "unschedulable": {},
-            "changed": False,
-            "dropped": [],
-            "overcommitted": [],
-            "warnings": [],
-        }
+        )
 
-    planner = _Planner(dep, parsed_classes, parsed_clusters, observed, sel)
+    planner = _Planner(dep, dict(classes), clusters, records, sel)
     kept = planner.scale_down(planner.retain(ours), desired)
     planner.build_ledger(kept)
     new = planner.fill(kept, desired)
@@ -1073,12 +946,12 @@ def place(
 
     result = [planner.replica_dict(p) for p in sorted(kept + new, key=lambda p: (p.cluster, p.index))]
     now = {(r["cluster"], r["index"]): r for r in result}
-    before = [r.normalized(now.get((r.cluster, r.index))) for r in ours]
+    before = [r.to_dict(like=now.get((r.cluster, r.index))) for r in ours]
     unschedulable = planner.explain()
     overcommitted = planner.overcommitted(result)
     scheduled = len(result)
 
-    if not parsed_clusters and desired > 0:
+    if not clusters and desired > 0:
         condition = _condition(
             False, REASON_NO_CLUSTERS, f"0 of {desired} replica(s) scheduled: the deployment has no candidate clusters"
         )
@@ -1103,14 +976,14 @@ def place(
         f"pool {o['pool']} of cluster {o['cluster']} is overcommitted: {o['used']} node(s) in use of {o['nodes']}"
         for o in overcommitted
     ]
-    return {
-        "replicas": result,
-        "desired": desired,
-        "scheduled": scheduled,
-        "condition": condition,
-        "unschedulable": unschedulable,
-        "changed": result != before,
-        "dropped": sorted(planner.dropped, key=lambda d: (d["cluster"], d["index"])),
-        "overcommitted": overcommitted,
-        "warnings": warnings,
-    }
+    return PlacementResult(
+        replica_dicts=result,
+        desired=desired,
+        scheduled=scheduled,
+        condition=condition,
+        unschedulable=unschedulable,
+        changed=result != before,
+        dropped=sorted(planner.dropped, key=lambda d: (d["cluster"], d["index"])),
+        overcommitted=overcommitted,
+        warnings=warnings,
+    )

@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Plain data: strip Ansible's data tags and lazy containers before validating or returning values."""
 
 from __future__ import annotations

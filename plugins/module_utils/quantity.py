@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Kubernetes ``resource.Quantity`` in pure Python.
 
 A faithful port of the parts of ``k8s.io/apimachinery/pkg/api/resource`` that
@@ -194,6 +196,7 @@ def _parse_quantity_string(s: str) -> tuple[bool, str, str, str, str]:
             continue
         break
     # numerator
+    num = ""
     i = pos
     while True:
         if i >= end:

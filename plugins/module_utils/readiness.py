@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """When is a serving workload ready? Per kind, from the workload's own replica counts, never a bare condition.
 
 A Deployment with one replica and ``maxUnavailable: 1`` reports ``Available=True`` with no pod ready, so the

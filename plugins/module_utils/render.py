@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Render the Kubernetes objects that serve a deployment's replicas on one cluster (design.md §6).
 
 ``render_serving_manifests(replicas, deployment, cluster=..., caches=...)`` is the logic behind the
@@ -29,14 +31,48 @@ Errors are :class:`GpufleetError` (:class:`FleetValidationError` for malformed i
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
-import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends import backend_for, backends_of
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base import Backend, PodInput, WorkloadInput
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.leaderworkerset import (
+    LWS_LEADER_ADDRESS_ENV,
+    LWS_WORKER_INDEX_LABEL,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.containers import (
+    container_tokens,
+    engine_container,
+    flag_value,
+    has_env,
+    is_shell,
+    is_vllm,
+    model_arg,
+    set_env,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    ANNOTATION_PLACEMENT,
+    COMPONENT_SERVING,
+    GPU_RESOURCE,
+    GPU_TOLERATION,
+    LABEL_CLUSTER,
+    LABEL_COMPONENT,
+    LABEL_DEPLOYMENT,
+    LABEL_ENDPOINT,
+    LABEL_ENGINE,
+    LABEL_MANAGED_BY,
+    LABEL_POOL,
+    LABEL_REPLICA,
+    LABEL_REPLICA_INDEX,
+    LABEL_ROLE,
+    MANAGED_BY,
+    MANAGED_LABEL_KEYS,
+    NODE_POOL_LABEL,
+    is_label_key,
+    is_label_value,
+    k8s_name,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import deployment_reference_errors
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
@@ -49,41 +85,17 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     require_pydantic,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
-
-# --------------------------------------------------------------------------------------------------------------------
-# Names, labels and constants (the contract other parts of the collection read back)
-# --------------------------------------------------------------------------------------------------------------------
-
-MANAGED_BY = "gpufleet.serving"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-LABEL_COMPONENT = "gpufleet.io/component"
-COMPONENT = "serving"  # model_deployment prunes / reads back by managed-by + component
-LABEL_DEPLOYMENT = "gpufleet.io/deployment"
-LABEL_CLUSTER = "gpufleet.io/cluster"
-LABEL_REPLICA = "gpufleet.io/replica"
-LABEL_REPLICA_INDEX = "gpufleet.io/replica-index"
-LABEL_ENGINE = "gpufleet.io/engine"
-LABEL_POOL = "gpufleet.io/pool"
-LABEL_ROLE = "gpufleet.io/role"
-LABEL_ENDPOINT = "gpufleet.io/endpoint"
-MANAGED_LABEL_KEYS = (
-    LABEL_MANAGED_BY,
-    LABEL_COMPONENT,
-    LABEL_DEPLOYMENT,
-    LABEL_CLUSTER,
-    LABEL_REPLICA,
-    LABEL_REPLICA_INDEX,
-    LABEL_ENGINE,
-    LABEL_POOL,
-    LABEL_ROLE,
-    LABEL_ENDPOINT,
+from ansible_collections.gpufleet.serving.plugins.module_utils.records import (
+    EngineRecord,
+    MemberRecord,
+    ReplicaRecord,
+    check_records,
 )
-ANNOTATION_PLACEMENT = "gpufleet.io/placement"
-# The node label the pool's nodes carry (set by the cluster roles); pods select it.
-NODE_POOL_LABEL = "gpufleet.io/pool"
 
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# --------------------------------------------------------------------------------------------------------------------
+# Constants of the pods every backend shares (labels, annotations and name rules live in contract.py)
+# --------------------------------------------------------------------------------------------------------------------
+
 CLAIM_NAME = "gpufleet-devices"
 SHM_VOLUME = "dshm"
 SHM_PATH = "/dev/shm"
@@ -91,89 +103,8 @@ CACHE_VOLUME = "gpufleet-model-cache"
 CACHE_PATH = "/mnt/models"
 PORT_NAME = "http"
 RAY_PORT = 6379
-LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
-LWS_LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
 ENV_LEADER_ADDRESS = "GPUFLEET_LEADER_ADDRESS"
 ENV_RANK = "GPUFLEET_RANK"
-
-# KServe v0.20 (pkg/controller/v1alpha2/llmisvc/config_merge.go): the controller itself applies
-# kserve-config-llm-template to single-node services and kserve-config-llm-worker-{pipeline,data}-parallel to
-# multi-node ones (chosen by spec.parallelism), then the explicit baseRefs on top; presets name the engine container
-# "main" and serve the model KServe mounts at /mnt/models.
-KSERVE_PRESET_SINGLE_NODE = "kserve-config-llm-template"
-KSERVE_PRESET_PIPELINE_PARALLEL = "kserve-config-llm-worker-pipeline-parallel"
-KSERVE_PRESET_DATA_PARALLEL = "kserve-config-llm-worker-data-parallel"
-KSERVE_CONTAINER = "main"
-
-# Longest names we emit, per kind. Deployment/Service/RCT/HTTPRoute: a DNS label. A LeaderWorkerSet's name becomes a
-# StatefulSet name (<name>-<group>) whose pods carry controller-revision-hash=<statefulset>-<10 chars> (<= 63), so it
-# stays <= 47 for up to 9999 copies. KServe derives <name>-kserve-mn (a LeaderWorkerSet) and other children from an
-# LLMInferenceService's name, so that stays <= 37.
-MAX_NAME = 63
-MAX_LWS_NAME = 47
-MAX_KSERVE_NAME = 37
-HASH_DIGITS = 5
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_KEY_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh"})
-
-
-def k8s_name(base: str, max_len: int = MAX_NAME) -> str:
-    """A stable DNS-1035 label from ``base``: lower-cased, invalid characters -> ``-``, must start with a letter
-    (``gf-`` is prefixed otherwise), and at most ``max_len`` characters: a longer name keeps its beginning and gets
-    ``-<5 hex of sha256(base)>`` so different long names stay different and the same name maps to the same result."""
-    name = re.sub(r"[^a-z0-9-]+", "-", base.lower()).strip("-") or "x"
-    if not name[0].isalpha():
-        name = f"gf-{name}"
-    if len(name) > max_len:
-        digest = hashlib.sha256(base.encode()).hexdigest()[:HASH_DIGITS]
-        name = f"{name[: max_len - HASH_DIGITS - 1].rstrip('-')}-{digest}"
-    return name
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Plain data
-# --------------------------------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Validated input
-# --------------------------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _DeviceRequest:
-    name: str
-    device_class_name: str
-    count: int
-    selectors: list[str]
-
-
-@dataclass
-class _MemberPlacement:
-    role: str
-    pool: str
-    nodes: int
-    requests: list[_DeviceRequest]  # claimed requests only
-
-
-@dataclass
-class _EnginePlacement:
-    name: str
-    copies: int
-    members: dict[str, _MemberPlacement]  # by role
-
-
-@dataclass
-class _Replica:
-    name: str
-    cluster: str
-    index: int
-    engines: dict[str, _EnginePlacement]
-    raw: dict[str, Any]
 
 
 @dataclass
@@ -186,177 +117,16 @@ class _Context:
     extra_annotations: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class RenderOptions:
+    """What a render takes besides the deployment, its records, the cluster and the cache (all validated)."""
+
+    gateway: GatewayRef | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
 _Pod = tuple[dict[str, Any], dict[str, Any]]  # (pod metadata, pod spec)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _parse_replicas(replicas: list[Any], dep: ModelDeployment) -> list[_Replica]:
-    errors: list[tuple[str, str]] = []
-    out: list[_Replica] = []
-    engines = {e.name: e for e in dep.engines}
-    seen_names: dict[str, str] = {}
-    seen_ids: dict[tuple[str, int], str] = {}
-    for ri, raw in enumerate(replicas):
-        at = f"replicas[{ri}]"
-        if not isinstance(raw, dict):
-            errors.append((at, f"must be a replica mapping (got {type(raw).__name__})"))
-            continue
-        before = len(errors)
-        name, cluster, index = raw.get("name"), raw.get("cluster"), raw.get("index")
-        if not isinstance(name, str) or len(name) > 63 or not _DNS_LABEL.match(name):
-            errors.append(
-                (f"{at}.name", f"must be the replica's name, a DNS label of at most 63 characters (got {name!r})")
-            )
-        if not isinstance(cluster, str) or not cluster:
-            errors.append((f"{at}.cluster", "is required (the cluster the replica is placed on)"))
-        if not _is_int(index) or index < 0:
-            errors.append((f"{at}.index", f"must be an integer >= 0 (got {index!r})"))
-        if raw.get("deployment") != dep.name:
-            errors.append((f"{at}.deployment", f"{raw.get('deployment')!r} does not match the deployment {dep.name!r}"))
-        if raw.get("namespace") is not None and raw.get("namespace") != dep.namespace:
-            errors.append(
-                (f"{at}.namespace", f"{raw.get('namespace')!r} does not match the deployment's {dep.namespace!r}")
-            )
-        placed: dict[str, _EnginePlacement] = {}
-        raw_engines = raw.get("engines")
-        if not isinstance(raw_engines, list):
-            errors.append((f"{at}.engines", f"must be a list (got {type(raw_engines).__name__})"))
-            raw_engines = []
-        for ei, rengine in enumerate(raw_engines):
-            eat = f"{at}.engines[{ei}]"
-            if not isinstance(rengine, dict):
-                errors.append((eat, "must be a mapping"))
-                continue
-            ename = rengine.get("name")
-            engine = engines.get(ename) if isinstance(ename, str) else None
-            if engine is None:
-                errors.append(
-                    (f"{eat}.name", f"{ename!r} is not an engine of deployment {dep.name!r} ({', '.join(engines)})")
-                )
-                continue
-            if ename in placed:
-                errors.append((f"{eat}.name", f"engine {ename!r} is listed twice"))
-                continue
-            copies = rengine.get("copies", engine.copies)
-            if not _is_int(copies) or copies < 1:
-                errors.append((f"{eat}.copies", f"must be an integer >= 1 (got {copies!r})"))
-                continue
-            members = _parse_members(rengine.get("members"), engine, eat, errors)
-            if members is not None:
-                placed[ename] = _EnginePlacement(ename, copies, members)
-        named = {r.get("name") for r in raw_engines if isinstance(r, dict)}
-        missing = [e for e in engines if e not in placed and e not in named]
-        if missing:
-            errors.append((f"{at}.engines", f"has no placement for engine(s) {', '.join(missing)} of {dep.name!r}"))
-        if len(errors) > before:
-            continue
-        if name in seen_names:
-            errors.append((f"{at}.name", f"duplicate replica name {name!r} (also {seen_names[name]})"))
-            continue
-        if (cluster, index) in seen_ids:
-            errors.append(
-                (
-                    at,
-                    f"duplicate replica identity (cluster {cluster!r}, index {index}) "
-                    f"(also {seen_ids[(cluster, index)]})",
-                )
-            )
-            continue
-        seen_names[name] = at
-        seen_ids[(cluster, index)] = at
-        out.append(_Replica(name, cluster, index, placed, raw))
-    if errors:
-        raise FleetValidationError(errors)
-    return out
-
-
-def _parse_members(
-    raw_members: Any, engine: Engine, at: str, errors: list[tuple[str, str]]
-) -> dict[str, _MemberPlacement] | None:
-    if not isinstance(raw_members, list):
-        errors.append((f"{at}.members", f"must be a list (got {type(raw_members).__name__})"))
-        return None
-    wanted = {m.role: m for m in engine.members}
-    out: dict[str, _MemberPlacement] = {}
-    ok = True
-    for mi, rmember in enumerate(raw_members):
-        mat = f"{at}.members[{mi}]"
-        if not isinstance(rmember, dict):
-            errors.append((mat, "must be a mapping"))
-            ok = False
-            continue
-        role = rmember.get("role")
-        member = wanted.get(role) if isinstance(role, str) else None
-        if member is None or role in out:
-            errors.append(
-                (f"{mat}.role", f"{role!r} does not match engine {engine.name!r} (members: {', '.join(wanted)})")
-            )
-            ok = False
-            continue
-        pool, nodes = rmember.get("pool"), rmember.get("nodes", 0)
-        if not isinstance(pool, str) or not pool or len(pool) > 63 or not _LABEL_VALUE.match(pool):
-            errors.append((f"{mat}.pool", f"must be the node pool's name (got {pool!r})"))
-            ok = False
-        if not _is_int(nodes) or nodes < 0:
-            errors.append((f"{mat}.nodes", f"must be an integer >= 0 (got {nodes!r})"))
-            ok = False
-        requests = _parse_requests(rmember.get("device_requests", []), member, mat, errors)
-        if requests is None:
-            ok = False
-            continue
-        out[role] = _MemberPlacement(role, pool if isinstance(pool, str) else "", nodes, requests)
-    if ok and set(out) != set(wanted):
-        errors.append((f"{at}.members", f"must place every member of engine {engine.name!r} ({', '.join(wanted)})"))
-        ok = False
-    return out if ok else None
-
-
-def _parse_requests(raw: Any, member: Member, at: str, errors: list[tuple[str, str]]) -> list[_DeviceRequest] | None:
-    if raw is None:
-        raw = []
-    if not isinstance(raw, list):
-        errors.append((f"{at}.device_requests", f"must be a list (got {type(raw).__name__})"))
-        return None
-    known = {r.name for r in member.node_selector.devices}
-    out: list[_DeviceRequest] = []
-    ok = True
-    for qi, rq in enumerate(raw):
-        qat = f"{at}.device_requests[{qi}]"
-        if not isinstance(rq, dict):
-            errors.append((qat, "must be a mapping"))
-            ok = False
-            continue
-        name = rq.get("name")
-        if name not in known:
-            errors.append(
-                (
-                    f"{qat}.name",
-                    f"{name!r} is not a device request of the {member.role} member "
-                    f"({', '.join(sorted(known)) or 'none'})",
-                )
-            )
-            ok = False
-            continue
-        dcn = rq.get("device_class_name")
-        if rq.get("claim") == "Synthetic" or not dcn:
-            continue  # matched for placement only: a synthetic device is never claimed
-        if not isinstance(dcn, str) or len(dcn) > 253 or not _DNS_SUBDOMAIN.match(dcn):
-            errors.append((f"{qat}.device_class_name", f"must be a DeviceClass name (got {dcn!r})"))
-            ok = False
-        count = rq.get("count", 1)
-        if not _is_int(count) or count < 1:
-            errors.append((f"{qat}.count", f"must be an integer >= 1 (got {count!r})"))
-            ok = False
-        selectors = rq.get("selectors") or []
-        if not isinstance(selectors, list) or not all(isinstance(s, str) and s for s in selectors):
-            errors.append((f"{qat}.selectors", "must be a list of CEL expressions"))
-            ok = False
-        if ok:
-            out.append(_DeviceRequest(name, dcn, count, list(selectors)))
-    return out if ok else None
 
 
 def _label_map(value: Any, what: str, *, check_label_syntax: bool) -> dict[str, str]:
@@ -368,10 +138,9 @@ def _label_map(value: Any, what: str, *, check_label_syntax: bool) -> dict[str, 
         if not isinstance(item, str):
             raise GpufleetError(f"{what}[{key!r}] must be a string (got {type(item).__name__})")
         if check_label_syntax:
-            prefix, _sep, name = key.rpartition("/")
-            if (prefix and not _DNS_SUBDOMAIN.match(prefix)) or len(name) > 63 or not _LABEL_KEY_NAME.match(name):
+            if not is_label_key(key):
                 raise GpufleetError(f"{what}: {key!r} is not a valid label key")
-            if len(item) > 63 or not _LABEL_VALUE.match(item):
+            if not is_label_value(item):
                 raise GpufleetError(f"{what}[{key!r}]: {item!r} is not a valid label value")
     return dict(value)
 
@@ -411,29 +180,53 @@ def render_serving_manifests(
     if not isinstance(deployment, dict):
         raise GpufleetError(f"deployment must be a mapping (got {type(deployment).__name__})")
 
+    dep, cache = prepare_deployment(deployment, caches)
+    options = RenderOptions(
+        gateway=None if gateway is None else parse(GatewayRef, to_plain(gateway, "gateway"), "gateway"),
+        labels=_label_map(to_plain(labels, "labels"), "labels", check_label_syntax=True),
+        annotations=_label_map(to_plain(annotations, "annotations"), "annotations", check_label_syntax=False),
+    )
+    records = ReplicaRecord.parse_list(replicas, "replicas")
+    return render_replicas(dep, records, cluster, cache, options)
+
+
+def prepare_deployment(deployment: Any, caches: Any) -> tuple[ModelDeployment, ModelCache | None]:
+    """Validate one ``gpufleet_model_deployments`` entry for rendering and find the cache it mounts (once per
+    deployment, whatever the number of clusters it is rendered for)."""
     dep: ModelDeployment = parse(ModelDeployment, deployment, "deployment")
     errors = deployment_reference_errors(dep, "deployment", None, check_selectors=False)
     if errors:
         raise FleetValidationError(errors)
-    cache = _find_cache(dep, caches)
-    gw = dep.gateway
-    if gw is None and gateway is not None:
-        gw = parse(GatewayRef, to_plain(gateway, "gateway"), "gateway")
+    return dep, _find_cache(dep, caches)
+
+
+def render_replicas(
+    dep: ModelDeployment,
+    records: list[ReplicaRecord],
+    cluster: str,
+    cache: ModelCache | None,
+    options: RenderOptions | None = None,
+) -> list[dict[str, Any]]:
+    """The objects serving ``dep``'s replicas placed on ``cluster``, over validated models (see the module docstring).
+
+    ``records`` may hold replicas on other clusters: they are checked against the deployment and ignored.
+    """
+    options = options or RenderOptions()
+    check_records(records, dep)
+    for backend in backends_of(dep):
+        backend.validate(dep)
     ctx = _Context(
         dep=dep,
         cluster=cluster,
         cache=cache,
-        gateway=gw,
-        extra_labels=_label_map(to_plain(labels, "labels"), "labels", check_label_syntax=True),
-        extra_annotations=_label_map(to_plain(annotations, "annotations"), "annotations", check_label_syntax=False),
+        gateway=dep.gateway or options.gateway,
+        extra_labels=dict(options.labels),
+        extra_annotations=dict(options.annotations),
     )
-    _check_backend(dep)
-
-    parsed = _parse_replicas(replicas, dep)
-    mine = sorted((r for r in parsed if r.cluster == cluster), key=lambda r: (r.index, r.name))
+    mine = sorted((r for r in records if r.cluster == cluster), key=lambda r: (r.index, r.name or ""))
     objects: list[dict[str, Any]] = []
     for replica in mine:
-        objects.extend(_replica_objects(ctx, replica))
+        objects.extend(_replica_objects(ctx, replica.ordered_like(dep)))
     return objects
 
 
@@ -463,33 +256,18 @@ def _find_cache(dep: ModelDeployment, caches: Any) -> ModelCache | None:
     raise FleetValidationError([("deployment.cache", f"unknown model cache {dep.cache!r} (known: {known})")])
 
 
-def _check_backend(dep: ModelDeployment) -> None:
-    if dep.backend != "kserve":
-        return
-    if dep.ray:
-        raise GpufleetError(
-            f"deployment {dep.name!r}: ray: true is not supported with backend kserve (KServe's multi-node presets "
-            "run vLLM's own multi-node launcher); use backend leaderworkerset or auto for a Ray gang"
-        )
-    if len({e.is_gang for e in dep.engines}) > 1:
-        raise GpufleetError(
-            f"deployment {dep.name!r}: backend kserve cannot mix Standalone and Leader/Worker engines in one "
-            "deployment (the replica's Service could not select both kinds of serving pods); split the deployment"
-        )
-
-
 # --------------------------------------------------------------------------------------------------------------------
 # Per replica
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _managed(ctx: _Context, replica: _Replica, *, pool: str, engine: str | None = None) -> dict[str, str]:
+def _managed(ctx: _Context, replica: ReplicaRecord, *, pool: str, engine: str | None = None) -> dict[str, str]:
     labels = {
         LABEL_MANAGED_BY: MANAGED_BY,
-        LABEL_COMPONENT: COMPONENT,
+        LABEL_COMPONENT: COMPONENT_SERVING,
         LABEL_DEPLOYMENT: ctx.dep.name,
         LABEL_CLUSTER: ctx.cluster,
-        LABEL_REPLICA: replica.name,
+        LABEL_REPLICA: _name(replica),
         LABEL_REPLICA_INDEX: str(replica.index),
     }
     if engine is not None:
@@ -520,59 +298,42 @@ def _metadata(
     return meta
 
 
-def _backend(ctx: _Context, engine: Engine) -> str:
-    if ctx.dep.backend == "kserve":
-        return "kserve"
-    return "leaderworkerset" if engine.is_gang else "deployment"
-
-
-def _replica_objects(ctx: _Context, replica: _Replica) -> list[dict[str, Any]]:
+def _replica_objects(ctx: _Context, replica: ReplicaRecord) -> list[dict[str, Any]]:
+    """``replica`` is ordered like the deployment: its engines and members zip with the deployment's."""
     objects: list[dict[str, Any]] = []
-    gang_kserve = False
-    for engine in ctx.dep.engines:
-        placed = replica.engines[engine.name]
-        backend = _backend(ctx, engine)
-        gang_kserve = gang_kserve or (backend == "kserve" and engine.is_gang)
+    service_selector: dict[str, str] = {}
+    for engine, placed in zip(ctx.dep.engines, replica.engines, strict=True):
+        backend = backend_for(ctx.dep, engine)
+        service_selector.update(backend.service_selector(engine))
         objects.extend(_engine_objects(ctx, replica, engine, placed, backend))
-    first_pool = replica.engines[ctx.dep.engines[0].name].members[ctx.dep.engines[0].members[0].role].pool
+    first_pool = replica.engines[0].members[0].pool
     labels = _labels(ctx, _managed(ctx, replica, pool=first_pool))
-    objects.append(_service(ctx, replica, labels, gang_kserve))
+    objects.append(_service(ctx, replica, labels, service_selector))
     if ctx.gateway is not None:
         objects.append(_http_route(ctx, replica, labels))
     return objects
 
 
-def _placement_record(ctx: _Context, replica: _Replica) -> str:
-    """The replica's placement as JSON (no device requests, sorted keys): what a later run reads back."""
-    engines = []
-    for engine in ctx.dep.engines:
-        placed = replica.engines[engine.name]
-        members = [
-            {"role": m.role, "pool": placed.members[m.role].pool, "nodes": placed.members[m.role].nodes}
-            for m in engine.members
-        ]
-        engines.append({"name": engine.name, "copies": placed.copies, "members": members})
-    record = {
-        "name": replica.name,
-        "deployment": ctx.dep.name,
-        "namespace": ctx.dep.namespace,
-        "cluster": ctx.cluster,
-        "index": replica.index,
-        "engines": engines,
-    }
-    return json.dumps(record, sort_keys=True)
+def _name(replica: ReplicaRecord) -> str:
+    """A rendered record has a name (``check_against`` requires it)."""
+    return replica.name or ""
 
 
-def _service(ctx: _Context, replica: _Replica, labels: dict[str, str], gang_kserve: bool) -> dict[str, Any]:
-    selector = {LABEL_DEPLOYMENT: ctx.dep.name, LABEL_REPLICA: replica.name, LABEL_ENDPOINT: "true"}
-    if gang_kserve:
-        # KServe gives leader and worker pods the same labels; LWS marks the leader with worker-index 0.
-        selector[LWS_WORKER_INDEX_LABEL] = "0"
+def _record_for(ctx: _Context, replica: ReplicaRecord) -> ReplicaRecord:
+    """The record as this render persists it: the deployment's namespace and the cluster rendered for."""
+    return replica.model_copy(update={"cluster": ctx.cluster, "namespace": ctx.dep.namespace})
+
+
+def _service(
+    ctx: _Context, replica: ReplicaRecord, labels: dict[str, str], backend_selector: dict[str, str]
+) -> dict[str, Any]:
+    selector = {LABEL_DEPLOYMENT: ctx.dep.name, LABEL_REPLICA: _name(replica), LABEL_ENDPOINT: "true"}
+    selector.update(backend_selector)
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(
-            ctx, k8s_name(replica.name), labels, {ANNOTATION_PLACEMENT: _placement_record(ctx, replica)}
+            ctx, k8s_name(_name(replica)), labels, {ANNOTATION_PLACEMENT: _record_for(ctx, replica).to_annotation()}
         ),
         "spec": {
             "type": "ClusterIP",
@@ -582,7 +343,7 @@ def _service(ctx: _Context, replica: _Replica, labels: dict[str, str], gang_kser
     }
 
 
-def _http_route(ctx: _Context, replica: _Replica, labels: dict[str, str]) -> dict[str, Any]:
+def _http_route(ctx: _Context, replica: ReplicaRecord, labels: dict[str, str]) -> dict[str, Any]:
     gw = ctx.gateway
     if gw is None:
         raise AssertionError("HTTPRoute rendered without a gateway")  # pragma: no cover
@@ -594,19 +355,19 @@ def _http_route(ctx: _Context, replica: _Replica, labels: dict[str, str]) -> dic
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
-        "metadata": _metadata(ctx, k8s_name(replica.name), labels),
+        "metadata": _metadata(ctx, k8s_name(_name(replica)), labels),
         "spec": {
             "parentRefs": [parent],
             "rules": [
                 {
-                    "matches": [{"path": {"type": "PathPrefix", "value": f"/{ctx.dep.namespace}/{replica.name}/"}}],
+                    "matches": [{"path": {"type": "PathPrefix", "value": f"/{ctx.dep.namespace}/{_name(replica)}/"}}],
                     "filters": [
                         {
                             "type": "URLRewrite",
                             "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}},
                         }
                     ],
-                    "backendRefs": [{"name": k8s_name(replica.name), "port": ctx.dep.port}],
+                    "backendRefs": [{"name": k8s_name(_name(replica)), "port": ctx.dep.port}],
                     "timeouts": {"request": "0s"},
                 }
             ],
@@ -620,35 +381,40 @@ def _http_route(ctx: _Context, replica: _Replica, labels: dict[str, str]) -> dic
 
 
 def _engine_objects(
-    ctx: _Context, replica: _Replica, engine: Engine, placed: _EnginePlacement, backend: str
+    ctx: _Context, replica: ReplicaRecord, engine: Engine, placed: EngineRecord, backend: Backend
 ) -> list[dict[str, Any]]:
-    max_len = {"deployment": MAX_NAME, "leaderworkerset": MAX_LWS_NAME, "kserve": MAX_KSERVE_NAME}[backend]
-    workload = k8s_name(f"{replica.name}-{engine.name}", max_len)
+    workload = k8s_name(f"{_name(replica)}-{engine.name}", backend.max_name)
     objects: list[dict[str, Any]] = []
     pods: dict[str, _Pod] = {}
-    pool = placed.members[engine.members[0].role].pool
-    for member in engine.members:
-        mp = placed.members[member.role]
+    pool = placed.members[0].pool
+    for member, mp in zip(engine.members, placed.members, strict=True):
         rct = None
-        if mp.requests:
-            rct = k8s_name(f"{replica.name}-{engine.name}-{member.role.lower()}")
+        if mp.claimed_requests:
+            rct = k8s_name(f"{_name(replica)}-{engine.name}-{member.role.lower()}")
             objects.append(_claim_template(ctx, replica, engine, mp, rct))
         pods[member.role] = _pod(ctx, replica, engine, member, mp, rct, backend)
     labels = _labels(ctx, _managed(ctx, replica, pool=pool, engine=engine.name))
-    if backend == "deployment":
-        objects.append(_deployment(ctx, replica, engine, placed, workload, labels, pods["Standalone"]))
-    elif backend == "leaderworkerset":
-        objects.append(_leader_worker_set(ctx, engine, placed, workload, labels, pods))
-    else:
-        objects.append(_llm_inference_service(ctx, engine, placed, workload, labels, pods))
+    objects.append(
+        backend.workload(
+            WorkloadInput(
+                dep=ctx.dep,
+                cache=ctx.cache,
+                replica=_name(replica),
+                engine=engine,
+                placed=placed,
+                metadata=_metadata(ctx, workload, labels),
+                pods=pods,
+            )
+        )
+    )
     return objects
 
 
 def _claim_template(
-    ctx: _Context, replica: _Replica, engine: Engine, mp: _MemberPlacement, name: str
+    ctx: _Context, replica: ReplicaRecord, engine: Engine, mp: MemberRecord, name: str
 ) -> dict[str, Any]:
     requests = []
-    for req in mp.requests:
+    for req in mp.claimed_requests:
         exactly: dict[str, Any] = {
             "deviceClassName": req.device_class_name,
             "allocationMode": "ExactCount",
@@ -668,237 +434,9 @@ def _claim_template(
     }
 
 
-def _deployment(
-    ctx: _Context,
-    replica: _Replica,
-    engine: Engine,
-    placed: _EnginePlacement,
-    name: str,
-    labels: dict[str, str],
-    pod: _Pod,
-) -> dict[str, Any]:
-    pod_meta, pod_spec = pod
-    selector = {LABEL_DEPLOYMENT: ctx.dep.name, LABEL_REPLICA: replica.name, LABEL_ENGINE: engine.name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": _metadata(ctx, name, labels),
-        "spec": {
-            "replicas": placed.copies,
-            "selector": {"matchLabels": selector},
-            # Capacity is planned exactly (pods x copies): never surge above it, replace one copy at a time.
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
-            "template": {"metadata": pod_meta, "spec": pod_spec},
-        },
-    }
-
-
-def _leader_worker_set(
-    ctx: _Context, engine: Engine, placed: _EnginePlacement, name: str, labels: dict[str, str], pods: dict[str, _Pod]
-) -> dict[str, Any]:
-    worker = next(m for m in engine.members if m.role == "Worker")
-    if worker.worker is None:
-        raise AssertionError("gang Worker member has no worker block")  # pragma: no cover
-    leader_meta, leader_spec = pods["Leader"]
-    worker_meta, worker_spec = pods["Worker"]
-    return {
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "kind": "LeaderWorkerSet",
-        "metadata": _metadata(ctx, name, labels),
-        "spec": {
-            "replicas": placed.copies,
-            # Workers start with the leader (not after it is Ready: the leader only gets Ready once its workers joined).
-            "startupPolicy": "LeaderCreated",
-            "leaderWorkerTemplate": {
-                "size": 1 + worker.worker.nodes,
-                # A gang is all-or-nothing: a restarted pod recreates its whole group.
-                "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": {"metadata": leader_meta, "spec": leader_spec},
-                "workerTemplate": {"metadata": worker_meta, "spec": worker_spec},
-            },
-        },
-    }
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# KServe
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def _llm_inference_service(
-    ctx: _Context, engine: Engine, placed: _EnginePlacement, name: str, labels: dict[str, str], pods: dict[str, _Pod]
-) -> dict[str, Any]:
-    dep = ctx.dep
-    serving_role = "Leader" if engine.is_gang else "Standalone"
-    serving_spec = pods[serving_role][1]
-    model = _kserve_model(ctx, engine)
-    pod_labels: dict[str, str] = {}
-    pod_annotations: dict[str, str] = {}
-    for role in ("Worker", serving_role):  # the serving pod's metadata wins
-        if role in pods:
-            meta = pods[role][0]
-            pod_labels.update(meta.get("labels", {}))
-            pod_annotations.update(meta.get("annotations", {}))
-    pod_labels.pop(LABEL_ROLE, None)  # leader and worker share spec.labels: no per-role label
-    pod_labels[LABEL_ENDPOINT] = "true"
-    spec: dict[str, Any] = {}
-    if dep.kserve.base_refs:
-        refs = list(dep.kserve.base_refs)
-    else:
-        refs = [KSERVE_PRESET_PIPELINE_PARALLEL if engine.is_gang else KSERVE_PRESET_SINGLE_NODE]
-    spec["baseRefs"] = [{"name": ref} for ref in refs]
-    spec["model"] = model
-    spec["replicas"] = placed.copies
-    spec["labels"] = pod_labels
-    if pod_annotations:
-        spec["annotations"] = pod_annotations
-    spec["template"] = serving_spec
-    if engine.is_gang:
-        worker = next(m for m in engine.members if m.role == "Worker")
-        if worker.worker is None:
-            raise AssertionError("gang Worker member has no worker block")  # pragma: no cover
-        size = 1 + worker.worker.nodes
-        spec["worker"] = pods["Worker"][1]
-        if any(ref.endswith("worker-data-parallel") for ref in refs):
-            parallelism: dict[str, Any] = {"data": size, "dataLocal": 1}
-        else:
-            parallelism = {"pipeline": size}
-        tensor = _flag_value(_tokens(_engine_container(serving_spec)), "--tensor-parallel-size", "-tp")
-        if tensor is not None and tensor.isdigit() and int(tensor) >= 1:
-            parallelism["tensor"] = int(tensor)
-        spec["parallelism"] = parallelism
-    return {
-        "apiVersion": "serving.kserve.io/v1alpha2",
-        "kind": "LLMInferenceService",
-        "metadata": _metadata(ctx, name, labels),
-        "spec": spec,
-    }
-
-
-def _kserve_model(ctx: _Context, engine: Engine) -> dict[str, Any]:
-    """``spec.model``: the cache PVC when there is one, else the hub model the engine names."""
-    serving = next(m for m in engine.members if m.role in ("Standalone", "Leader"))
-    container = (serving.template or {})["spec"]["containers"][0]
-    tokens = _tokens(container)
-    named = _model_arg(container, tokens)
-    served = _flag_value(tokens, "--served-model-name")
-    if ctx.cache is not None:
-        uri = f"pvc://{ctx.cache.claim_name}"
-        model_id = ctx.cache.source.hugging_face.repo if ctx.cache.source.hugging_face else None
-    elif named is not None:
-        if named.startswith("/"):
-            raise GpufleetError(
-                f"deployment {ctx.dep.name!r}: backend kserve cannot serve the local path {named!r}: set a cache "
-                "(KServe mounts it at /mnt/models) or name a hub model (--model=<org>/<repo>)"
-            )
-        uri = named if "://" in named else f"hf://{named}"
-        model_id = named
-    else:
-        raise GpufleetError(
-            f"deployment {ctx.dep.name!r}: backend kserve needs to know where the model is: set the deployment's "
-            "cache, or pass --model=<org>/<repo> to the engine container"
-        )
-    return {"uri": uri, "name": served or model_id or ctx.dep.name}
-
-
 # --------------------------------------------------------------------------------------------------------------------
 # Pods
 # --------------------------------------------------------------------------------------------------------------------
-
-
-def _engine_container(spec: dict[str, Any]) -> dict[str, Any]:
-    return spec["containers"][0]
-
-
-def _tokens(container: Mapping[str, Any]) -> list[str]:
-    """Command + args as shell-like tokens (a ``sh -c`` script is split into its words)."""
-    out: list[str] = []
-    for item in [*(container.get("command") or []), *(container.get("args") or [])]:
-        text = str(item)
-        if any(ch.isspace() for ch in text):
-            try:
-                out.extend(shlex.split(text))
-            except ValueError:
-                out.extend(text.split())
-        else:
-            out.append(text)
-    return out
-
-
-def _flag_value(tokens: list[str], *flags: str) -> str | None:
-    for i, token in enumerate(tokens):
-        for flag in flags:
-            if token.startswith(f"{flag}="):
-                return token.split("=", 1)[1]
-            if token == flag and i + 1 < len(tokens):
-                return tokens[i + 1]
-    return None
-
-
-def _is_vllm(container: Mapping[str, Any]) -> bool:
-    return "vllm" in str(container.get("image", "")).lower() or any(
-        "vllm" in str(part).lower() for part in container.get("command") or []
-    )
-
-
-def _is_shell(container: Mapping[str, Any]) -> bool:
-    command = [str(c) for c in container.get("command") or []]
-    return (
-        bool(command)
-        and command[0].rsplit("/", 1)[-1] in _SHELLS
-        and "-c" in [*command, *(container.get("args") or [])]
-    )
-
-
-def _model_arg(container: Mapping[str, Any], tokens: list[str]) -> str | None:
-    """The model a vLLM container names: ``--model[=]X``, ``vllm serve X`` or (image entrypoint) a first arg ``X``."""
-    value = _flag_value(tokens, "--model")
-    if value is not None:
-        return value
-    for i in range(len(tokens) - 2):
-        if tokens[i].rsplit("/", 1)[-1] == "vllm" and tokens[i + 1] == "serve" and not tokens[i + 2].startswith("-"):
-            return tokens[i + 2]
-    args = container.get("args") or []
-    if not container.get("command") and args and not str(args[0]).startswith("-"):
-        return str(args[0])  # vllm/vllm-openai's entrypoint is `vllm serve`: a first positional arg is the model
-    return None
-
-
-def _drop_model_args(container: dict[str, Any]) -> None:
-    """Remove ``--model[=]X`` and a leading positional model from ``args`` (KServe's presets serve /mnt/models)."""
-    args = [str(a) for a in container.get("args") or []]
-    out: list[str] = []
-    skip = False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
-            continue
-        if arg.startswith("--model="):
-            continue
-        if arg == "--model":
-            skip = True
-            continue
-        if i == 0 and not arg.startswith("-"):
-            continue
-        out.append(arg)
-    if out:
-        container["args"] = out
-    else:
-        container.pop("args", None)
-
-
-def _set_env(container: dict[str, Any], entry: dict[str, Any], *, override: bool) -> None:
-    env = container.setdefault("env", [])
-    for i, existing in enumerate(env):
-        if isinstance(existing, Mapping) and existing.get("name") == entry["name"]:
-            if override:
-                env[i] = entry
-            return
-    env.append(entry)
-
-
-def _has_env(container: Mapping[str, Any], name: str) -> bool:
-    return any(isinstance(e, Mapping) and e.get("name") == name for e in container.get("env") or [])
 
 
 def _strip_gpu_resources(spec: dict[str, Any]) -> None:
@@ -925,12 +463,12 @@ def _add_volume(spec: dict[str, Any], volume: dict[str, Any]) -> None:
 
 def _pod(
     ctx: _Context,
-    replica: _Replica,
+    replica: ReplicaRecord,
     engine: Engine,
     member: Member,
-    mp: _MemberPlacement,
+    mp: MemberRecord,
     rct: str | None,
-    backend: str,
+    backend: Backend,
 ) -> _Pod:
     """``(pod metadata, pod spec)`` for one member, from a deep copy of its template."""
     dep = ctx.dep
@@ -943,17 +481,12 @@ def _pod(
     if not isinstance(user_meta, dict):
         raise GpufleetError(f"{where}: metadata must be a mapping")
     spec: dict[str, Any] = template["spec"]
-    kserve = backend == "kserve"
     serving = member.role in ("Standalone", "Leader")
     gang = engine.is_gang
-    ray = dep.ray and gang and not kserve
+    ray = dep.ray and gang and backend.runs_ray
 
     _strip_gpu_resources(spec)
-    container = _engine_container(spec)
-    if kserve and container.get("name") != KSERVE_CONTAINER:
-        if any(c.get("name") == KSERVE_CONTAINER for c in spec["containers"][1:]):
-            raise GpufleetError(f"{where}: the engine (first) container must be the one named {KSERVE_CONTAINER!r}")
-        container["name"] = KSERVE_CONTAINER  # KServe's presets and model mount address the container "main"
+    container = engine_container(spec)
 
     # Pinned to the pool the placement chose; the GPU taint tolerated (DRA pods request no nvidia.com/gpu).
     spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), NODE_POOL_LABEL: mp.pool}
@@ -981,9 +514,9 @@ def _pod(
         _add_volume(spec, {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}})
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
 
-    vllm = _is_vllm(container)
+    vllm = is_vllm(container)
     if ctx.cache is not None:
-        if not kserve:  # KServe mounts the PVC itself from spec.model.uri (pvc://<claim>) at /mnt/models
+        if backend.mounts_cache:  # e.g. KServe mounts the PVC itself from spec.model.uri (pvc://<claim>)
             if any(m.get("mountPath") == CACHE_PATH for m in mounts):
                 raise GpufleetError(f"{where}: mounts {CACHE_PATH} itself, where the model cache is mounted")
             _add_volume(
@@ -991,21 +524,17 @@ def _pod(
                 {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": ctx.cache.claim_name, "readOnly": True}},
             )
             mounts.append({"name": CACHE_VOLUME, "mountPath": CACHE_PATH, "readOnly": True})
-        user_offline = _has_env(container, "HF_HUB_OFFLINE")
-        _set_env(container, {"name": "HF_HUB_OFFLINE", "value": "1"}, override=False)
-        if vllm and not kserve and (serving or not ray):
+        user_offline = has_env(container, "HF_HUB_OFFLINE")
+        set_env(container, {"name": "HF_HUB_OFFLINE", "value": "1"}, override=False)
+        if vllm and backend.mounts_cache and (serving or not ray):
             _point_vllm_at_cache(ctx, container, where, check_hub_model=not user_offline)
-    if kserve and not container.get("command"):
-        _drop_model_args(container)
-        if serving and container.get("args") and _flag_value(_tokens(container), "--served-model-name") is None:
-            model_name = _kserve_model(ctx, engine)["name"]
-            container["args"] = [f"--served-model-name={model_name}", *container["args"]]
+    backend.adapt_pod(PodInput(dep=dep, cache=ctx.cache, engine=engine, member=member, where=where), container, spec)
     if not mounts:
         container.pop("volumeMounts")
 
     if gang:
-        _set_env(container, {"name": ENV_LEADER_ADDRESS, "value": f"$({LWS_LEADER_ADDRESS_ENV})"}, override=True)
-        _set_env(
+        set_env(container, {"name": ENV_LEADER_ADDRESS, "value": f"$({LWS_LEADER_ADDRESS_ENV})"}, override=True)
+        set_env(
             container,
             {
                 "name": ENV_RANK,
@@ -1016,7 +545,7 @@ def _pod(
     if ray:
         _wrap_ray(container, leader=member.role == "Leader", vllm=vllm, where=where)
 
-    if serving and not kserve:
+    if serving and backend.exposes_port:
         ports = container.setdefault("ports", [])
         if not any(p.get("containerPort") == dep.port for p in ports):
             port: dict[str, Any] = {"containerPort": dep.port, "protocol": "TCP"}
@@ -1051,8 +580,8 @@ def _point_vllm_at_cache(ctx: _Context, container: dict[str, Any], where: str, *
     """Make vLLM load the mounted cache: ``--model=/mnt/models`` unless the container names a model itself."""
     if ctx.cache is None:
         raise AssertionError("vLLM pointed at a cache that is not mounted")  # pragma: no cover
-    tokens = _tokens(container)
-    named = _model_arg(container, tokens)
+    tokens = container_tokens(container)
+    named = model_arg(container, tokens)
     repo = ctx.cache.source.hugging_face.repo if ctx.cache.source.hugging_face else None
     if named is not None:
         if named.startswith("/"):
@@ -1063,7 +592,7 @@ def _point_vllm_at_cache(ctx: _Context, container: dict[str, Any], where: str, *
                     f"{where}: names the cached model {repo!r} in a form that cannot be rewritten; "
                     f"use --model={CACHE_PATH} (the cache is mounted there)"
                 )
-            if _flag_value(tokens, "--served-model-name") is None:
+            if flag_value(tokens, "--served-model-name") is None:
                 container["args"] = [*(container.get("args") or []), f"--served-model-name={repo}"]
             return
         if check_hub_model:
@@ -1072,13 +601,13 @@ def _point_vllm_at_cache(ctx: _Context, container: dict[str, Any], where: str, *
                 f"with HF_HUB_OFFLINE=1; drop the model argument (the cache is used), or set HF_HUB_OFFLINE yourself"
             )
         return
-    if _is_shell(container):
+    if is_shell(container):
         raise GpufleetError(
             f"{where}: runs a shell script, so --model={CACHE_PATH} cannot be added for the mounted cache "
             f"{ctx.cache.name!r}; pass it to vllm in the script"
         )
     args = [*(container.get("args") or []), f"--model={CACHE_PATH}"]
-    if _flag_value(tokens, "--served-model-name") is None:
+    if flag_value(tokens, "--served-model-name") is None:
         args.append(f"--served-model-name={repo or ctx.cache.name}")
     container["args"] = args
 
@@ -1117,7 +646,7 @@ def _wrap_ray(container: dict[str, Any], *, leader: bool, vllm: bool, where: str
     command = [str(c) for c in container.get("command") or []]
     args = [str(a) for a in container.get("args") or []]
     if leader:
-        if vllm and _flag_value(_tokens(container), "--distributed-executor-backend") is None:
+        if vllm and flag_value(container_tokens(container), "--distributed-executor-backend") is None:
             args.append("--distributed-executor-backend=ray")
         if not command:
             if not vllm:

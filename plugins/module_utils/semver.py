@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Semantic versions with blang/semver v4 semantics, in pure Python.
 
 Kubernetes' CEL ``semver()`` and DRA ``version`` attributes parse with
@@ -97,8 +99,8 @@ class Version:
             return 1
         if not o.pre:
             return -1
-        for a, b in zip(self.pre, o.pre, strict=False):
-            c = a.compare(b)
+        for mine, theirs in zip(self.pre, o.pre, strict=False):
+            c = mine.compare(theirs)
             if c:
                 return c
         return (len(self.pre) > len(o.pre)) - (len(self.pre) < len(o.pre))

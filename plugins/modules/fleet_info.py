@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: gpufleet.serving contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # This module runs on the controller as an action plugin (plugins/action/fleet_info.py); this file holds its docs.
 
 from __future__ import annotations
@@ -128,6 +128,21 @@ summary:
   sample:
     - "CLUSTER          PROVIDER  POOL  CLASS  NODES  DEVICES/NODE"
     - "gke-us-central1  gke       l4    l4-1x  4      1x gpu"
+contract:
+  description:
+    - The collection's Kubernetes contract as the roles need it, so their YAML spells no label or kind itself.
+    - C(serving_owner_selector) and C(cache_owner_selector) select the objects the collection owns;
+      C(serving_kinds) are every kind a serving render emits (pruned in apply mode); C(workload_kinds) are the
+      backends' workload kinds (their readiness is awaited).
+  returned: success
+  type: dict
+  sample:
+    serving_owner_selector: [app.kubernetes.io/managed-by=gpufleet.serving, gpufleet.io/component=serving]
+    cache_owner_selector: [app.kubernetes.io/managed-by=gpufleet.serving, gpufleet.io/component=model-cache]
+    annotation_placement: gpufleet.io/placement
+    node_pool_label: gpufleet.io/pool
+    serving_kinds: [{api_version: v1, kind: Service}, {api_version: apps/v1, kind: Deployment}]
+    workload_kinds: [{api_version: apps/v1, kind: Deployment}]
 errors:
   description: On failure, every problem found as C(path) and C(reason).
   returned: failure

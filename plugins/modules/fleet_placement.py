@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: gpufleet.serving contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # This module runs on the controller as an action plugin (plugins/action/fleet_placement.py); this file holds its docs.
 
 from __future__ import annotations
@@ -23,11 +23,9 @@ description:
     O(cordoned) gets C(gpufleet.io/cordon=true:NoSchedule) (it takes no new replicas).
 author:
   - gpufleet.serving contributors (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.serving.fleet
 options:
-  fleet:
-    description: The normalised fleet, as returned in C(fleet) by M(gpufleet.serving.fleet_info).
-    type: dict
-    required: true
   observed_objects:
     description: Objects read from the clusters (for example with M(kubernetes.core.k8s_info)) that may carry placement annotations.
     type: list

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: gpufleet.serving contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 # This module runs on the controller as an action plugin (plugins/action/manifest_dir.py); this file holds its docs.
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: gpufleet.serving contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 
 from __future__ import annotations
 
@@ -270,7 +270,8 @@ overcommitted:
   elements: dict
   sample: [{cluster: gke-us-central1, pool: l4, nodes: 2, used: 3}]
 errors:
-  description: On a validation failure, every problem found as C(path) and C(reason).
+  description: On failure, every problem found as C(path) and C(reason) (one entry with an empty path when the
+    failure is not about one field).
   returned: failure
   type: list
   elements: dict
@@ -280,8 +281,8 @@ errors:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import (  # noqa: E402
-    FleetValidationError,
     GpufleetError,
+    error_list,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (  # noqa: E402
     HAS_PYDANTIC,
@@ -309,10 +310,8 @@ def main() -> None:
             classes=params["classes"],
             replicas=params["replicas"],
         )
-    except FleetValidationError as exc:
-        module.fail_json(msg=str(exc), errors=[{"path": path, "reason": reason} for path, reason in exc.errors])
     except GpufleetError as exc:
-        module.fail_json(msg=str(exc))
+        module.fail_json(msg=str(exc), errors=error_list(exc))
     for warning in result.pop("warnings"):
         module.warn(warning)
     module.exit_json(**result)

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 # Copyright: gpufleet.serving contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 #
 # kubernetes.core.k8s_info can wait for one object at a time and has no readiness rule for LeaderWorkerSets (it only
 # waits for them to exist), and each `until` retry of it is a new module process. This module polls every serving

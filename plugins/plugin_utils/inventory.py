@@ -1,3 +1,5 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Controller-side helpers shared by the collection's action plugins: the fleet group and host patterns."""
 
 from __future__ import annotations

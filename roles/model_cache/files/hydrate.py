@@ -1,5 +1,5 @@
 # Copyright: gpufleet.serving contributors
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Hydrate a model cache directory from Hugging Face, S3 or an HTTP(S) URL.
 
 gpufleet.serving's model-cache hydrator. It runs inside the collection's one-shot

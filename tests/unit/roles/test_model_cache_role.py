@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -67,7 +66,7 @@ def test_the_credentials_variable_is_no_log():
 
 
 def test_the_role_passes_every_hydration_option_to_the_filter():
-    fields = {f.name for f in dataclasses.fields(HydrationOptions)}
+    fields = set(HydrationOptions.model_fields)
     assert set(VARS["__model_cache_options"]) == fields
 
 
@@ -109,16 +108,22 @@ def test_every_task_touching_a_secret_is_no_log():
 
 
 def test_every_kubernetes_task_is_pinned_to_the_cluster():
+    """No task spells kubeconfig/context: the block that runs them all takes the pinned connection as
+    module_defaults (roles/cluster_connection), and pins it first."""
     seen = 0
     for name, body in TASK_TEXT.items():
         for task in _walk(yaml.safe_load(body) or []):
             for module in ("kubernetes.core.k8s", "kubernetes.core.k8s_info", "kubernetes.core.k8s_log"):
                 if module in task:
-                    args = task[module]
-                    assert "__model_cache_kubeconfig" in args.get("kubeconfig", ""), f"{name}: {task['name']}"
-                    assert "gpufleet_context" in args.get("context", ""), f"{name}: {task['name']}"
+                    assert "kubeconfig" not in task[module] and "context" not in task[module], f"{name}: {task['name']}"
                     seen += 1
     assert seen >= 15
+    (block,) = yaml.safe_load(TASK_TEXT["apply_cache.yml"])
+    assert block["module_defaults"] == {"group/kubernetes.core.k8s": "{{ cluster_connection_k8s }}"}
+    pin = [t for t in block["block"] if "ansible.builtin.include_role" in t]
+    assert pin and pin[0]["ansible.builtin.include_role"]["name"] == "gpufleet.serving.cluster_connection"
+    first_k8s = next(i for i, t in enumerate(block["block"]) if "include_tasks" in str(t))
+    assert block["block"].index(pin[0]) < first_k8s
 
 
 def test_render_mode_never_creates_a_secret():

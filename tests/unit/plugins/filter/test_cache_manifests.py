@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,10 @@ from k8s_schemas import validate_objects
 
 from ansible_collections.gpufleet.serving.plugins.filter.cache_manifests import (
     FilterModule,
+    cache_adopted_volume,
+    cache_job_action,
     cache_job_status,
+    cache_jobs_to_delete,
     cache_manifests,
     cache_status_summary,
 )
@@ -40,6 +42,9 @@ def test_filters_are_registered():
         "cache_manifests": cache_manifests,
         "cache_job_status": cache_job_status,
         "cache_status_summary": cache_status_summary,
+        "cache_job_action": cache_job_action,
+        "cache_jobs_to_delete": cache_jobs_to_delete,
+        "cache_adopted_volume": cache_adopted_volume,
     }
 
 
@@ -143,7 +148,17 @@ def doc(name: str) -> dict[str, Any]:
     return yaml.safe_load((FILTER_DIR / f"{name}.yml").read_text())
 
 
-@pytest.mark.parametrize("name", ["cache_manifests", "cache_job_status", "cache_status_summary"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cache_manifests",
+        "cache_job_status",
+        "cache_status_summary",
+        "cache_job_action",
+        "cache_jobs_to_delete",
+        "cache_adopted_volume",
+    ],
+)
 def test_every_filter_has_a_doc_sidecar(name):
     data = doc(name)
     assert set(data) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}
@@ -154,7 +169,7 @@ def test_every_filter_has_a_doc_sidecar(name):
 
 def test_cache_manifests_doc_lists_every_option_with_its_default():
     options = doc("cache_manifests")["DOCUMENTATION"]["options"]
-    fields = {f.name: f for f in dataclasses.fields(HydrationOptions)}
+    fields = set(HydrationOptions.model_fields)
     assert set(options) == {"_input", "cluster", "hydrator", "storage_class", "options", "adopted_check", *fields}
     defaults = HydrationOptions()
     for name in fields:

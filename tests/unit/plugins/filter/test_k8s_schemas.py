@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import copy
-import time
 from pathlib import Path
 from typing import Any
 
@@ -172,11 +171,10 @@ def test_files_and_directories(tmp_path: Path):
         k8s_schemas.validate_files([tmp_path])
 
 
-def test_schemas_are_loaded_once_and_validation_is_cheap():
+def test_schemas_are_loaded_once():
     objs = [DEPLOYMENT, LWS, CLAIM_TEMPLATE] * 10
     k8s_schemas.validate_objects(objs)  # warm
-    start = time.perf_counter()
+    loads = k8s_schemas.schema_load_seconds()
     k8s_schemas.validate_objects(objs)
-    per_object = (time.perf_counter() - start) / len(objs)
-    assert per_object < 0.05, f"{per_object * 1000:.1f} ms per object for 4 Kubernetes versions + CRDs"
-    assert set(k8s_schemas.schema_load_seconds()) >= {f"k8s {v} definitions" for v in k8s_schemas.DEFAULT_VERSIONS}
+    assert k8s_schemas.schema_load_seconds() == loads  # nothing was loaded again (a count, not a timing)
+    assert set(loads) >= {f"k8s {v} definitions" for v in k8s_schemas.DEFAULT_VERSIONS}

@@ -14,7 +14,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -361,11 +360,10 @@ def test_dra_compile_table(name, expression, dev, expect):
     check(expression, dev, expect)
 
 
-def test_expensive_expression_stops_quickly():
-    start = time.perf_counter()
+def test_expensive_expression_stops_at_the_cost_limit():
+    # The evaluator counts cost as it goes and stops at the limit (a counter, not a timeout).
     with pytest.raises(SelectorEvalError, match="actual cost limit exceeded"):
         compile_selector(_EXPENSIVE).matches(device(D))
-    assert time.perf_counter() - start < 5.0
 
 
 # apiserver library quantity_test.go TestQuantity: (expression, expected value or error)

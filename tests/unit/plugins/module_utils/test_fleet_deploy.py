@@ -147,9 +147,28 @@ def test_unreadable_annotation_is_an_error():
 
 
 def test_duplicates_are_read_once():
-    record = {"deployment": "d", "cluster": "c", "index": 0, "name": "d-1"}
+    engines = [{"name": "main", "copies": 1, "members": [{"role": "Standalone", "pool": "l4", "nodes": 1}]}]
+    record = {"deployment": "d", "cluster": "c", "index": 0, "name": "d-1", "namespace": "ns", "engines": engines}
     svc = {"metadata": {"name": "a", "annotations": {PLACEMENT_ANNOTATION: json.dumps(record)}}}
     assert observed_replicas([svc, svc, {"metadata": {"name": "plain"}}]) == [record]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "reason"),
+    [
+        ("{not json", "Expecting property name"),
+        (json.dumps({"deployment": "d", "cluster": "c", "index": 0}), "record.engines: is required"),
+        (
+            json.dumps({"deployment": "d", "cluster": "c", "index": "0", "engines": []}),
+            "record.index: must be an integer",
+        ),
+    ],
+)
+def test_an_unreadable_record_names_the_object(annotation, reason):
+    svc = {"metadata": {"name": "svc-a", "annotations": {PLACEMENT_ANNOTATION: annotation}}}
+    with pytest.raises(GpufleetError, match=r"object 'svc-a' carries an unreadable gpufleet\.io/placement") as info:
+        observed_replicas([svc])
+    assert reason in str(info.value)
 
 
 def test_explain_lines_flatten_clusters_and_pools():

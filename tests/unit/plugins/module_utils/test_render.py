@@ -16,18 +16,17 @@ import k8s_schemas
 import pytest
 from example_fleet import example_fleet
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.render import (
-    CACHE_PATH,
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.kserve import (
     KSERVE_PRESET_DATA_PARALLEL,
     KSERVE_PRESET_PIPELINE_PARALLEL,
     KSERVE_PRESET_SINGLE_NODE,
     MAX_KSERVE_NAME,
-    MAX_LWS_NAME,
-    k8s_name,
-    render_serving_manifests,
-    to_plain,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.leaderworkerset import MAX_LWS_NAME
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import k8s_name
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
+from ansible_collections.gpufleet.serving.plugins.module_utils.render import CACHE_PATH, render_serving_manifests
 
 VLLM = "vllm/vllm-openai:v0.11.0"
 CEL = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("16Gi")) >= 0'

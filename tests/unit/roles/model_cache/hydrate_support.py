@@ -74,6 +74,9 @@ class BlobServer(ThreadingHTTPServer):
         self.requests: list[dict[str, Any]] = []
         self.bytes_sent = 0
         self.throttle_bps = 0  # per connection
+        # When set to an Event: every body (not the 1-byte probe) stops after its first piece until the Event is set,
+        # so a test can hold a download in flight for as long as it needs, without relying on timing.
+        self.gate: threading.Event | None = None
         self.corrupt_next = 0  # flip a byte in the next N bodies
         self.fail_next = 0  # answer 503 to the next N GETs
         self.drop_next = 0  # close the connection half-way through the next N bodies
@@ -198,6 +201,9 @@ class BlobHandler(BaseHTTPRequestHandler):
                 return
             with srv.lock:
                 srv.bytes_sent += len(piece)
+            gate = srv.gate
+            if gate is not None and len(body) > 1 and not gate.wait(60):
+                return
             if srv.throttle_bps:
                 time.sleep(len(piece) / srv.throttle_bps)
         if drop:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -226,14 +227,26 @@ def test_dest_through_symlink_is_refused(http_server: BlobServer, tmp_path: Path
 def test_two_hydrators_on_one_volume_are_serialised(http_server: BlobServer, tmp_path: Path) -> None:
     data = blob(6, 2 * 1024 * 1024)
     http_server.put("/m.bin", data)
-    http_server.throttle_bps = 2 * 1024 * 1024
+    http_server.gate = threading.Event()  # the first download stays in flight until the second hydrator waits
     dest = tmp_path / "d"
-    first = subprocess.Popen(hydrate_cmd(f"{http_server.url}/m.bin", dest), stdout=subprocess.PIPE, text=True)
-    assert wait_for(lambda: http_server.bytes_sent > 0)
-    second = subprocess.run(hydrate_cmd(f"{http_server.url}/m.bin", dest), capture_output=True, text=True, check=False)
-    assert first.wait(30) == 0
-    assert second.returncode == 0, second.stderr
-    assert "another hydrator is working" in second.stdout
-    assert "already hydrated" in second.stdout  # it waited, then found the work done
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    first = subprocess.Popen(hydrate_cmd(f"{http_server.url}/m.bin", dest), stdout=subprocess.PIPE, text=True, env=env)
+    second = None
+    try:
+        assert wait_for(lambda: http_server.bytes_sent > 1)
+        second = subprocess.Popen(
+            hydrate_cmd(f"{http_server.url}/m.bin", dest), stdout=subprocess.PIPE, text=True, env=env
+        )
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(second.stdout), daemon=True)
+        reader.start()
+        assert wait_for(lambda: any("another hydrator is working" in line for line in lines), timeout=60)
+    finally:
+        http_server.gate.set()
+    assert first.wait(60) == 0
+    assert second.wait(60) == 0
+    reader.join(10)
+    out = "".join(lines)
+    assert "already hydrated" in out  # it waited, then found the work done
     assert http_server.bytes_sent == len(data) + 1  # fetched once (+ the 1-byte probe)
     assert tree(dest) == {"m.bin": data}

@@ -1,0 +1,417 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The persisted placement: ``ReplicaRecord -> EngineRecord -> MemberRecord -> ResolvedRequest``.
+
+One owner for the replica record. Placement (``placement.plan``) writes records, rendering
+(``render.render_replicas``) reads them, the per-replica Service carries one as its ``gpufleet.io/placement``
+annotation (:meth:`ReplicaRecord.to_annotation`) and a later run reads it back (:meth:`ReplicaRecord.from_annotation`).
+The dict form (``to_dict``) is the ``replicas`` shape of ``replica_placement`` / ``fleet_placement`` (design.md §4).
+
+Validation is the same everywhere: integers are integers (``"3"`` is not an index), names are what Kubernetes
+accepts. Checks that need the deployment (engine and member names, request names) are
+:meth:`ReplicaRecord.check_against`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    DNS_SUBDOMAIN_RE,
+    LABEL_VALUE_RE,
+    is_dns_label,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Member,
+    ModelDeployment,
+    ValidationError,
+    require_pydantic,
+    translate_errors,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    list_adapter as _list_adapter,
+)
+
+try:
+    from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
+except ImportError:  # pragma: no cover - exercised by ansible-test's import sanity test
+    from typing import TypedDict
+
+try:
+    from pydantic import BeforeValidator
+except ImportError:  # pragma: no cover - exercised by ansible-test's import sanity test
+
+    def BeforeValidator(func: Any) -> Any:  # type: ignore[no-redef]
+        return func
+
+
+def _selectors(value: Any) -> Any:
+    """Selectors as CEL strings; the deployment's ``[{cel: ...}]`` spelling is accepted too."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError("must be a list of CEL expressions")
+    out = []
+    for item in value:
+        if isinstance(item, Mapping):
+            item = item.get("cel")
+        if not isinstance(item, str) or not item:
+            raise ValueError(f"must be a list of CEL expressions (got {item!r})")
+        out.append(item)
+    return out
+
+
+# Native (pydantic-core) constraints wherever possible: records are validated in bulk on every placement and render.
+# _reason_for() gives their errors the collection's wording.
+NonNegInt = Annotated[int, Field(strict=True, ge=0)]
+PosInt = Annotated[int, Field(strict=True, ge=1)]
+PoolName = Annotated[str, Field(strict=True, min_length=1, max_length=63, pattern=LABEL_VALUE_RE.pattern)]
+DeviceClassName = Annotated[str, Field(strict=True, max_length=253, pattern=r"^$|" + DNS_SUBDOMAIN_RE.pattern)]
+Selectors = Annotated[list[str], BeforeValidator(_selectors)]
+
+_BOUNDS = {"index": 0, "nodes": 0, "copies": 1, "count": 1}
+_INT_ERRORS = frozenset({"int_type", "int_parsing", "int_from_float", "greater_than_equal"})
+_STR_ERRORS = frozenset({"string_type", "string_too_short", "string_too_long", "string_pattern_mismatch"})
+
+
+def _reason_for(err: Mapping[str, Any]) -> str | None:
+    """The collection's wording for the native constraints above (``None``: the generic wording applies)."""
+    loc = err.get("loc") or ()
+    field = loc[-1] if loc else None
+    kind = err.get("type")
+    if field in _BOUNDS and kind in _INT_ERRORS:
+        return f"must be an integer >= {_BOUNDS[field]} (got {err.get('input')!r})"
+    if field == "pool" and kind in _STR_ERRORS:
+        return f"must be the node pool's name (got {err.get('input')!r})"
+    if field == "device_class_name" and kind in _STR_ERRORS:
+        return f"must be a DeviceClass name (got {err.get('input')!r})"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        what = "a replica mapping" if len(loc) <= 1 else "a mapping"
+        return f"must be {what} (got {type(err.get('input')).__name__})"
+    return None
+
+
+class _Record(BaseModel):
+    # Read-backs and older records may carry keys we do not read (``claim``, ``zones``): tolerated and dropped.
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class ResolvedRequest(_Record):
+    """A device request as placement resolved it: what the member's ResourceClaimTemplate requests."""
+
+    name: str
+    device_class_name: DeviceClassName | None = None
+    count: PosInt = 1
+    selectors: Selectors = Field(default_factory=list)
+
+    @property
+    def claimed(self) -> bool:
+        """A request without a device class matched only synthetic devices: never claimed."""
+        return bool(self.device_class_name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "device_class_name": self.device_class_name,
+            "count": self.count,
+            "selectors": list(self.selectors),
+        }
+
+
+class MemberRecord(_Record):
+    role: str = Field(min_length=1)
+    pool: PoolName
+    nodes: NonNegInt
+    #: ``None``: the record does not say (a compact read-back from the placement annotation).
+    device_requests: list[ResolvedRequest] | None = None
+
+    @property
+    def claimed_requests(self) -> list[ResolvedRequest]:
+        return [r for r in self.device_requests or [] if r.claimed]
+
+
+class EngineRecord(_Record):
+    name: str = Field(min_length=1)
+    copies: PosInt = 1
+    members: list[MemberRecord]
+
+    def member(self, role: str) -> MemberRecord:
+        for m in self.members:
+            if m.role == role:
+                return m
+        raise GpufleetError(f"engine {self.name!r} has no {role} member")  # pragma: no cover - checked first
+
+
+class ReplicaRecord(_Record):
+    """One replica of one deployment on one cluster; identity is ``(deployment, cluster, index)``."""
+
+    name: str | None = None
+    deployment: str = Field(min_length=1)
+    namespace: str | None = None
+    cluster: str = Field(min_length=1)
+    index: NonNegInt
+    engines: list[EngineRecord]
+
+    # -- conversions -------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, data: Any, prefix: str) -> ReplicaRecord:
+        """Validate one record; raise :class:`FleetValidationError` naming ``prefix`` and the field path."""
+        require_pydantic()
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise FleetValidationError(translate_errors(prefix, exc, reason=_reason_for)) from None
+
+    @classmethod
+    def parse_list(cls, data: Any, prefix: str = "replicas") -> list[ReplicaRecord]:
+        if data is None:
+            return []
+        if not isinstance(data, list):
+            raise FleetValidationError([(prefix, f"must be a list (got {type(data).__name__})")])
+        try:  # the whole list in one validation call; item by item only to name what is wrong
+            return list(_list_adapter(cls).validate_python(data))
+        except ValidationError:
+            pass
+        errors: list[tuple[str, str]] = []
+        out = []
+        for i, item in enumerate(data):
+            try:
+                out.append(cls.parse(item, f"{prefix}[{i}]"))
+            except FleetValidationError as exc:
+                errors.extend(exc.errors)
+        if errors:
+            raise FleetValidationError(errors)
+        return out
+
+    @classmethod
+    def trusted(cls, data: Mapping[str, Any]) -> ReplicaRecord:
+        """A record from data this collection built from validated models (``to_dict`` shape): no re-validation."""
+        engines = [
+            EngineRecord.model_construct(
+                name=e["name"],
+                copies=e["copies"],
+                members=[
+                    MemberRecord.model_construct(
+                        role=m["role"],
+                        pool=m["pool"],
+                        nodes=m["nodes"],
+                        device_requests=None
+                        if m.get("device_requests") is None
+                        else [ResolvedRequest.model_construct(**r) for r in m["device_requests"]],
+                    )
+                    for m in e["members"]
+                ],
+            )
+            for e in data["engines"]
+        ]
+        return cls.model_construct(
+            name=data.get("name"),
+            deployment=data["deployment"],
+            namespace=data.get("namespace"),
+            cluster=data["cluster"],
+            index=data["index"],
+            engines=engines,
+        )
+
+    def to_dict(self, like: ReplicaRecord | Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The ``replicas`` shape. Where a member's ``device_requests`` are unknown, take them from ``like`` (the same
+        replica as placed now, a record or its dict shape) if its shape lines up, else ``[]``: a read-back without
+        them is no change."""
+
+        def requests(ei: int, mi: int, m: MemberRecord) -> list[dict[str, Any]]:
+            if m.device_requests is not None:
+                return [r.to_dict() for r in m.device_requests]
+            if isinstance(like, ReplicaRecord):
+                try:
+                    return [r.to_dict() for r in like.engines[ei].members[mi].device_requests or []]
+                except IndexError:
+                    return []
+            if like is not None:
+                try:
+                    return [
+                        dict(r, selectors=list(r["selectors"]))
+                        for r in like["engines"][ei]["members"][mi]["device_requests"]
+                    ]
+                except (IndexError, KeyError, TypeError):
+                    return []
+            return []
+
+        return {
+            "name": self.name,
+            "deployment": self.deployment,
+            "namespace": self.namespace,
+            "cluster": self.cluster,
+            "index": self.index,
+            "engines": [
+                {
+                    "name": e.name,
+                    "copies": e.copies,
+                    "members": [
+                        {"role": m.role, "pool": m.pool, "nodes": m.nodes, "device_requests": requests(ei, mi, m)}
+                        for mi, m in enumerate(e.members)
+                    ],
+                }
+                for ei, e in enumerate(self.engines)
+            ],
+        }
+
+    def to_compact(self) -> dict[str, Any]:
+        """The record without device requests (what the annotation holds); reads back with ``device_requests`` unknown."""
+        return {
+            "name": self.name,
+            "deployment": self.deployment,
+            "namespace": self.namespace,
+            "cluster": self.cluster,
+            "index": self.index,
+            "engines": [
+                {
+                    "name": e.name,
+                    "copies": e.copies,
+                    "members": [{"role": m.role, "pool": m.pool, "nodes": m.nodes} for m in e.members],
+                }
+                for e in self.engines
+            ],
+        }
+
+    def to_annotation(self) -> str:
+        """The record as the ``gpufleet.io/placement`` annotation: JSON, sorted keys, no device requests."""
+        return json.dumps(self.to_compact(), sort_keys=True)
+
+    @classmethod
+    def from_annotation(cls, text: str, where: str = "object") -> ReplicaRecord:
+        """Read a record back from its annotation; a record that cannot be read is a :class:`GpufleetError`."""
+        from ansible_collections.gpufleet.serving.plugins.module_utils.contract import ANNOTATION_PLACEMENT
+
+        try:
+            data = json.loads(text)
+            return cls.parse(data, "record")
+        except (ValueError, FleetValidationError) as exc:
+            raise GpufleetError(f"{where} carries an unreadable {ANNOTATION_PLACEMENT} annotation: {exc}") from None
+
+    # -- the deployment's view ---------------------------------------------------------------------------------------
+
+    def ordered_like(self, dep: ModelDeployment) -> ReplicaRecord:
+        """The record with engines and members in the deployment's order (call after :meth:`check_against`)."""
+        by_name = {e.name: e for e in self.engines}
+        engines = []
+        for engine in dep.engines:
+            placed = by_name[engine.name]
+            members = [placed.member(m.role) for m in engine.members]
+            engines.append(placed.model_copy(update={"members": members}))
+        return self.model_copy(update={"engines": engines})
+
+    def check_against(self, dep: ModelDeployment, at: str) -> list[tuple[str, str]]:
+        """``(path, reason)`` for every way this record does not fit ``dep`` (names, engines, members, requests)."""
+        errors: list[tuple[str, str]] = []
+        if not is_dns_label(self.name):
+            errors.append(
+                (f"{at}.name", f"must be the replica's name, a DNS label of at most 63 characters (got {self.name!r})")
+            )
+        if self.deployment != dep.name:
+            errors.append((f"{at}.deployment", f"{self.deployment!r} does not match the deployment {dep.name!r}"))
+        if self.namespace is not None and self.namespace != dep.namespace:
+            errors.append((f"{at}.namespace", f"{self.namespace!r} does not match the deployment's {dep.namespace!r}"))
+        engines = {e.name: e for e in dep.engines}
+        placed: set[str] = set()
+        for ei, rengine in enumerate(self.engines):
+            eat = f"{at}.engines[{ei}]"
+            engine = engines.get(rengine.name)
+            if engine is None:
+                errors.append(
+                    (
+                        f"{eat}.name",
+                        f"{rengine.name!r} is not an engine of deployment {dep.name!r} ({', '.join(engines)})",
+                    )
+                )
+                continue
+            if rengine.name in placed:
+                errors.append((f"{eat}.name", f"engine {rengine.name!r} is listed twice"))
+                continue
+            placed.add(rengine.name)
+            wanted: dict[str, Member] = {m.role: m for m in engine.members}
+            seen: set[str] = set()
+            for mi, rmember in enumerate(rengine.members):
+                mat = f"{eat}.members[{mi}]"
+                member = wanted.get(rmember.role)
+                if member is None or rmember.role in seen:
+                    errors.append(
+                        (
+                            f"{mat}.role",
+                            f"{rmember.role!r} does not match engine {engine.name!r} (members: {', '.join(wanted)})",
+                        )
+                    )
+                    continue
+                seen.add(rmember.role)
+                known = {r.name for r in member.node_selector.devices}
+                for qi, rq in enumerate(rmember.device_requests or []):
+                    if rq.name not in known:
+                        errors.append(
+                            (
+                                f"{mat}.device_requests[{qi}].name",
+                                f"{rq.name!r} is not a device request of the {member.role} member "
+                                f"({', '.join(sorted(known)) or 'none'})",
+                            )
+                        )
+            if seen != set(wanted) and len(seen) == len(rengine.members):
+                errors.append(
+                    (f"{eat}.members", f"must place every member of engine {engine.name!r} ({', '.join(wanted)})")
+                )
+        missing = [e for e in engines if e not in placed and e not in {r.name for r in self.engines}]
+        if missing:
+            errors.append((f"{at}.engines", f"has no placement for engine(s) {', '.join(missing)} of {dep.name!r}"))
+        return errors
+
+
+def check_records(records: list[ReplicaRecord], dep: ModelDeployment, prefix: str = "replicas") -> None:
+    """Every record fits ``dep`` and identities are unique; raise :class:`FleetValidationError` otherwise."""
+    errors: list[tuple[str, str]] = []
+    seen_names: dict[str, str] = {}
+    seen_ids: dict[tuple[str, int], str] = {}
+    for ri, record in enumerate(records):
+        at = f"{prefix}[{ri}]"
+        problems = record.check_against(dep, at)
+        if problems:
+            errors.extend(problems)
+            continue
+        name = record.name or ""
+        if name in seen_names:
+            errors.append((f"{at}.name", f"duplicate replica name {name!r} (also {seen_names[name]})"))
+            continue
+        ident = (record.cluster, record.index)
+        if ident in seen_ids:
+            errors.append(
+                (
+                    at,
+                    f"duplicate replica identity (cluster {record.cluster!r}, index {record.index}) "
+                    f"(also {seen_ids[ident]})",
+                )
+            )
+            continue
+        seen_names[name] = at
+        seen_ids[ident] = at
+    if errors:
+        raise FleetValidationError(errors)
+
+
+# Another deployment's replica, as far as placement's ledger reads it: which pools of which cluster it holds. Plain
+# dicts (TypedDict): the ledger reads hundreds of these per placement and needs no model around them.
+class LedgerMember(TypedDict):
+    pool: str
+    nodes: NonNegInt
+
+
+class LedgerEngine(TypedDict):
+    members: list[LedgerMember]
+
+
+class LedgerRecord(TypedDict):
+    deployment: Annotated[str, Field(min_length=1)]
+    cluster: Annotated[str, Field(min_length=1)]
+    engines: list[LedgerEngine]

@@ -1,0 +1,135 @@
+"""Every action plugin of the collection: arguments from its docs, the one failure shape, its work end to end."""
+
+from __future__ import annotations
+
+import pkgutil
+
+import pytest
+import yaml
+from conftest import run_action
+
+from ansible_collections.gpufleet.serving.plugins import action as action_pkg
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
+
+ACTIONS = sorted(m.name for m in pkgutil.iter_modules(action_pkg.__path__))
+
+
+def test_every_action_plugin_uses_the_base():
+    import importlib
+
+    assert ACTIONS == ["fleet_info", "fleet_manifests", "fleet_placement", "manifest_dir"]
+    for name in ACTIONS:
+        cls = importlib.import_module(f"ansible_collections.gpufleet.serving.plugins.action.{name}").ActionModule
+        assert issubclass(cls, GpufleetAction) and name == cls.MODULE
+
+
+@pytest.mark.parametrize("name", ACTIONS)
+def test_an_unknown_option_fails_with_the_one_shape(name):
+    result = run_action(name, {"no_such_option": 1})
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"{name}: ")
+    assert "no_such_option" in result["msg"]
+    assert result["errors"] and set(result["errors"][0]) == {"path", "reason"}
+
+
+@pytest.mark.parametrize("name", ["fleet_manifests", "fleet_placement", "manifest_dir"])
+def test_a_missing_required_option_fails_with_the_one_shape(name):
+    result = run_action(name, {})
+    assert result["failed"] is True and result["msg"].startswith(f"{name}: ")
+    assert "missing required arguments" in result["msg"]
+
+
+def _fleet(task_vars):
+    result = run_action("fleet_info", {}, task_vars)
+    assert not result.get("failed"), result.get("msg")
+    return result
+
+
+def test_fleet_info_validates_and_returns_the_contract(example_task_vars):
+    result = _fleet(example_task_vars)
+    assert result["changed"] is False
+    assert sorted(c["name"] for c in result["fleet"]["placement_clusters"]) == sorted(example_task_vars["hostvars"])
+    assert result["contract"]["serving_owner_selector"][1] == "gpufleet.io/component=serving"
+    assert any(line.startswith("CLUSTER") for line in result["summary"])
+
+
+def test_fleet_info_reports_every_problem_with_its_path(example_task_vars):
+    example_task_vars["gpufleet_model_deployments"][0]["replicas"] = -1
+    example_task_vars["gpufleet_model_deployments"][0]["engines"][0]["members"][0]["role"] = "Boss"
+    result = run_action("fleet_info", {}, example_task_vars)
+    assert result["failed"] is True
+    assert result["msg"].startswith("fleet_info: the fleet is not valid; nothing was changed.\n")
+    paths = {e["path"] for e in result["errors"]}
+    assert "gpufleet_model_deployments[0].replicas" in paths
+    assert "gpufleet_model_deployments[0].engines[0].members[0].role" in paths
+
+
+def test_fleet_info_argument_types_follow_its_documentation(example_task_vars):
+    result = run_action("fleet_info", {"inference_classes": ["not", "a", "dict"]}, example_task_vars)
+    assert result["failed"] is True and "inference_classes" in result["msg"]
+
+
+def test_fleet_info_unknown_group(example_task_vars):
+    result = run_action("fleet_info", {"group": "nope"}, example_task_vars)
+    assert result["errors"] == [
+        {"path": "", "reason": "inventory group 'nope' does not exist: put every fleet cluster in it"}
+    ]
+
+
+def test_place_render_write_and_read_back(example_task_vars, tmp_path):
+    fleet = _fleet(example_task_vars)["fleet"]
+    placed = run_action("fleet_placement", {"fleet": fleet, "render_dir": str(tmp_path)})
+    assert not placed.get("failed"), placed.get("msg")
+    assert placed["shortfalls"] == [] and placed["changed"] is True
+    assert all("replicas" not in res for res in placed["results"].values())
+
+    check = run_action(
+        "fleet_manifests",
+        {"fleet": fleet, "replicas": placed["replicas"], "render_dir": str(tmp_path)},
+        check_mode=True,
+    )
+    assert check["written"] and not list(tmp_path.rglob("*.yaml"))  # check mode writes nothing
+
+    rendered = run_action(
+        "fleet_manifests", {"fleet": fleet, "replicas": placed["replicas"], "render_dir": str(tmp_path)}
+    )
+    assert rendered["changed"] is True and rendered["written"] == check["written"]
+    files = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.yaml"))
+    assert files == sorted(rendered["written"])
+
+    # Stickiness through the render directory: the same placement, nothing to write.
+    again = run_action("fleet_placement", {"fleet": fleet, "render_dir": str(tmp_path)})
+    assert again["changed"] is False and again["replicas"] == placed["replicas"]
+    same = run_action("fleet_manifests", {"fleet": fleet, "replicas": again["replicas"], "render_dir": str(tmp_path)})
+    assert same["changed"] is False and same["unchanged"] == len(files)
+
+
+def test_fleet_placement_fails_with_the_one_shape_on_a_bad_fallback(example_task_vars):
+    fleet = _fleet(example_task_vars)["fleet"]
+    bad = {"cluster": "onprem-a", "deployment": fleet["deployments"][0]["name"], "index": "x"}
+    result = run_action("fleet_placement", {"fleet": fleet, "unreachable": ["onprem-a"], "fallback_replicas": [bad]})
+    assert result["failed"] is True and result["msg"].startswith("fleet_placement: ")
+    assert any(e["path"].startswith("observed[0]") for e in result["errors"])
+
+
+def test_manifest_dir_writes_prunes_and_reports(tmp_path):
+    owner = {"app.kubernetes.io/managed-by": "tests"}
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "a", "namespace": "ns", "labels": dict(owner)},
+        "data": {"k": "v"},
+    }
+    first = run_action("manifest_dir", {"path": str(tmp_path), "cluster": "c1", "objects": [obj], "owner": owner})
+    assert first["changed"] is True and first["written"] == ["c1/ns/configmap-a.yaml"]
+    assert yaml.safe_load((tmp_path / "c1/ns/configmap-a.yaml").read_text())["data"] == {"k": "v"}
+    second = run_action("manifest_dir", {"path": str(tmp_path), "cluster": "c1", "objects": [obj], "owner": owner})
+    assert second["changed"] is False and second["unchanged"] == 1
+    pruned = run_action("manifest_dir", {"path": str(tmp_path), "cluster": "c1", "objects": [], "owner": owner})
+    assert pruned["removed"] == ["c1/ns/configmap-a.yaml"] and not (tmp_path / "c1/ns/configmap-a.yaml").exists()
+
+
+def test_manifest_dir_turns_bad_objects_into_the_one_shape(tmp_path):
+    result = run_action("manifest_dir", {"path": str(tmp_path), "cluster": "c1", "objects": [{"kind": "ConfigMap"}]})
+    assert result["failed"] is True and result["msg"].startswith("manifest_dir: ")
+    assert result["errors"][0]["path"] == ""

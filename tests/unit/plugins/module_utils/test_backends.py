@@ -1,0 +1,129 @@
+"""The backend registry: selection, kinds the role reads, name limits, readiness predicates."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.serving.plugins.module_utils import backends
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends import (
+    REGISTRY,
+    backend_for,
+    is_ready,
+    serving_kinds,
+    workload_kinds,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import role_contract
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelDeployment
+
+TEMPLATE = {"spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.11.0"}]}}
+STANDALONE = {"name": "solo", "members": [{"role": "Standalone", "template": TEMPLATE}]}
+GANG = {
+    "name": "gang",
+    "members": [
+        {"role": "Leader", "template": TEMPLATE},
+        {"role": "Worker", "worker": {"nodes": 2}, "template": TEMPLATE},
+    ],
+}
+
+
+def dep(backend: str = "auto", engines: list | None = None, **kw) -> ModelDeployment:
+    return ModelDeployment.model_validate(
+        {"name": "d", "replicas": 1, "backend": backend, "engines": engines or [STANDALONE], **kw}
+    )
+
+
+def test_the_registry_knows_every_backend_a_deployment_can_name():
+    names = set(ModelDeployment.model_fields["backend"].annotation.__args__)
+    assert names == {"auto", *REGISTRY}
+
+
+@pytest.mark.parametrize(
+    ("backend", "engines", "expected"),
+    [
+        ("auto", [STANDALONE], ["deployment"]),
+        ("auto", [GANG], ["leaderworkerset"]),
+        ("auto", [STANDALONE, GANG], ["deployment", "leaderworkerset"]),
+        ("deployment", [STANDALONE], ["deployment"]),
+        ("leaderworkerset", [GANG], ["leaderworkerset"]),
+        ("kserve", [STANDALONE], ["kserve"]),
+        ("kserve", [GANG], ["kserve"]),
+    ],
+)
+def test_backend_selection(backend, engines, expected):
+    d = dep(backend, engines)
+    assert [backend_for(d, e).name for e in d.engines] == expected
+
+
+def test_kserve_validation_is_the_backends_own():
+    with pytest.raises(GpufleetError, match="ray: true is not supported with backend kserve"):
+        REGISTRY["kserve"].validate(dep("kserve", [GANG], ray=True))
+    with pytest.raises(GpufleetError, match="cannot mix Standalone and Leader/Worker"):
+        REGISTRY["kserve"].validate(dep("kserve", [STANDALONE, GANG]))
+    REGISTRY["deployment"].validate(dep("auto", [STANDALONE], ray=True))  # no rule of its own
+
+
+def test_kinds_come_from_the_registry_in_prune_order():
+    assert [k.kind for k in serving_kinds()] == [
+        "Service",
+        "Deployment",
+        "LeaderWorkerSet",
+        "LLMInferenceService",
+        "ResourceClaimTemplate",
+        "HTTPRoute",
+    ]
+    assert {k.kind: k.ready_condition for k in workload_kinds()} == {
+        "Deployment": "Available",
+        "LeaderWorkerSet": "Available",
+        "LLMInferenceService": "Ready",
+    }
+    contract = role_contract()
+    assert contract["serving_owner_selector"] == [
+        "app.kubernetes.io/managed-by=gpufleet.serving",
+        "gpufleet.io/component=serving",
+    ]
+    assert contract["serving_kinds"][0] == {"api_version": "v1", "kind": "Service"}
+    assert {"api_version": "serving.kserve.io/v1alpha2", "kind": "LLMInferenceService", "ready_condition": "Ready"} in (
+        contract["workload_kinds"]
+    )
+
+
+def test_name_limits():
+    assert {name: b.max_name for name, b in REGISTRY.items()} == {"deployment": 63, "leaderworkerset": 47, "kserve": 37}
+
+
+def _deployment(replicas=2, **status):
+    return {"kind": "Deployment", "metadata": {"generation": 3}, "spec": {"replicas": replicas}, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("obj", "ready"),
+    [
+        (_deployment(observedGeneration=3, updatedReplicas=2, readyReplicas=2, availableReplicas=2), True),
+        (_deployment(observedGeneration=2, updatedReplicas=2, readyReplicas=2, availableReplicas=2), False),
+        (_deployment(observedGeneration=3, updatedReplicas=2, readyReplicas=1, availableReplicas=1), False),
+        (_deployment(observedGeneration=3, updatedReplicas=1, readyReplicas=2, availableReplicas=2), False),
+        (_deployment(replicas=0, observedGeneration=3), True),
+        ({"kind": "Deployment", "metadata": {}, "spec": {"replicas": 1}}, False),
+        (
+            {"kind": "LeaderWorkerSet", "spec": {"replicas": 2}, "status": {"readyReplicas": 2, "updatedReplicas": 2}},
+            True,
+        ),
+        (
+            {"kind": "LeaderWorkerSet", "spec": {"replicas": 2}, "status": {"readyReplicas": 2, "updatedReplicas": 1}},
+            False,
+        ),
+        ({"kind": "LLMInferenceService", "status": {"conditions": [{"type": "Ready", "status": "True"}]}}, True),
+        ({"kind": "LLMInferenceService", "status": {"conditions": [{"type": "Ready", "status": "False"}]}}, False),
+        ({"kind": "LLMInferenceService", "status": {}}, False),
+        ({"kind": "Service"}, True),  # config-like objects are ready once they exist
+    ],
+)
+def test_readiness_predicates(obj, ready):
+    assert is_ready(obj) is ready
+
+
+def test_unknown_backend_is_an_error_not_a_keyerror():
+    d = dep().model_copy(update={"backend": "llm-d"})
+    with pytest.raises(GpufleetError, match="unknown backend 'llm-d'"):
+        backends.backend_for(d, d.engines[0])

@@ -1,0 +1,55 @@
+"""Every role that talks to a cluster reaches it through roles/cluster_connection, never its own kubeconfig lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROLES_DIR = Path(__file__).resolve().parents[3] / "roles"
+K8S_MODULES = ("kubernetes.core.k8s", "kubernetes.core.k8s_info", "kubernetes.core.k8s_log", "kubernetes.core.helm")
+
+
+def _walk(tasks: list[Any]):
+    for task in tasks or []:
+        if not isinstance(task, dict):
+            continue
+        yield task
+        for key in ("block", "rescue", "always"):
+            yield from _walk(task.get(key) or [])
+
+
+def _task_files():
+    for path in sorted(ROLES_DIR.glob("*/tasks/*.yml")):
+        yield path, yaml.safe_load(path.read_text(encoding="utf-8")) or []
+
+
+@pytest.mark.parametrize(
+    ("path", "tasks"), list(_task_files()), ids=lambda v: str(v)[-40:] if isinstance(v, Path) else ""
+)
+def test_no_task_spells_its_own_connection(path, tasks):
+    for task in _walk(tasks):
+        for module in K8S_MODULES:
+            if isinstance(task.get(module), dict):
+                assert not {"kubeconfig", "context"} & set(task[module]), f"{path}: {task.get('name')}"
+
+
+def test_model_deployment_pins_before_it_reads_or_applies():
+    main = yaml.safe_load((ROLES_DIR / "model_deployment/tasks/main.yml").read_text())
+    names = [t["name"] for t in main]
+    pin = names.index("Pin every cluster's connection")
+    assert main[pin]["any_errors_fatal"] is True
+    (include,) = main[pin]["block"]
+    assert include["ansible.builtin.include_role"]["name"] == "gpufleet.serving.cluster_connection"
+    for name in ("Read the observed replicas from the clusters", "Apply this cluster's serving workloads"):
+        task = main[names.index(name)]
+        assert names.index(name) > pin
+        defaults = task["ansible.builtin.include_tasks"]["apply"]["module_defaults"]
+        assert defaults == {"group/kubernetes.core.k8s": "{{ cluster_connection_k8s }}"}
+
+
+def test_the_connection_role_uses_the_tested_filter():
+    (task,) = yaml.safe_load((ROLES_DIR / "cluster_connection/tasks/main.yml").read_text())
+    assert "gpufleet.serving.k8s_connection" in task["ansible.builtin.set_fact"]["cluster_connection_k8s"]
