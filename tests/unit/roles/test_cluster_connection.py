@@ -9,7 +9,13 @@ import pytest
 import yaml
 
 ROLES_DIR = Path(__file__).resolve().parents[3] / "roles"
-K8S_MODULES = ("kubernetes.core.k8s", "kubernetes.core.k8s_info", "kubernetes.core.k8s_log", "kubernetes.core.helm")
+K8S_MODULES = (
+    "kubernetes.core.k8s",
+    "kubernetes.core.k8s_info",
+    "kubernetes.core.k8s_log",
+    "kubernetes.core.helm",
+    "gpufleet.serving.workloads_ready",
+)
 
 
 def _walk(tasks: list[Any]):
@@ -47,7 +53,10 @@ def test_model_deployment_pins_before_it_reads_or_applies():
         task = main[names.index(name)]
         assert names.index(name) > pin
         defaults = task["ansible.builtin.include_tasks"]["apply"]["module_defaults"]
-        assert defaults == {"group/kubernetes.core.k8s": "{{ cluster_connection_k8s }}"}
+        assert defaults == {
+            "group/kubernetes.core.k8s": "{{ cluster_connection_k8s }}",
+            "gpufleet.serving.workloads_ready": "{{ cluster_connection_k8s }}",
+        }
 
 
 def test_the_connection_role_uses_the_tested_filter():
