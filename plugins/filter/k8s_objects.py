@@ -9,6 +9,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_DEPLOYMENT
 from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import pending_workloads
 
 
@@ -24,14 +25,11 @@ def _key(obj: Any, where: str, name: str = "k8s_missing_from") -> tuple[str, str
     )
 
 
-DEPLOYMENT_LABEL = "gpufleet.io/deployment"
-
-
 def _deployment(obj: Mapping[str, Any]) -> str | None:
     if isinstance(obj.get("metadata"), Mapping):
         labels = obj["metadata"].get("labels")
-        if isinstance(labels, Mapping) and labels.get(DEPLOYMENT_LABEL):
-            return str(labels[DEPLOYMENT_LABEL])
+        if isinstance(labels, Mapping) and labels.get(LABEL_DEPLOYMENT):
+            return str(labels[LABEL_DEPLOYMENT])
     value = obj.get("deployment")  # a workloads_pending entry
     return str(value) if value else None
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-DEPLOYMENT_LABEL = "gpufleet.io/deployment"
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_DEPLOYMENT
 
 Predicate = Callable[[Mapping[str, Any]], "str | None"]
 
@@ -76,16 +76,18 @@ def condition_pending(condition: str) -> Predicate:
     return pending
 
 
-PREDICATES: dict[tuple[str, str], Predicate] = {
-    ("apps/v1", "Deployment"): deployment_pending,
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): leaderworkerset_pending,
-    ("serving.kserve.io/v1alpha2", "LLMInferenceService"): condition_pending("Ready"),
+#: By workload kind (the backends' kinds: ``backends/*.py`` delegate their ``ready()`` here).
+PREDICATES: dict[str, Predicate] = {
+    "Deployment": deployment_pending,
+    "LeaderWorkerSet": leaderworkerset_pending,
+    "LLMInferenceService": condition_pending("Ready"),
 }
 
 
-def waited_kinds() -> list[dict[str, str]]:
-    """The kinds whose readiness apply mode waits for, as ``{api_version, kind}``."""
-    return [{"api_version": api, "kind": kind} for api, kind in PREDICATES]
+def not_ready(obj: Mapping[str, Any]) -> str | None:
+    """Why an observed object is not ready, or None; objects of other kinds are ready once they exist."""
+    predicate = PREDICATES.get(str(obj.get("kind")))
+    return None if predicate is None else predicate(obj)
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
@@ -99,19 +101,18 @@ def pending_workloads(observed: list[Mapping[str, Any]], desired: list[Mapping[s
     seen = {_key(o): o for o in observed}
     out = []
     for want in desired:
-        predicate = PREDICATES.get((str(want.get("apiVersion")), str(want.get("kind"))))
-        if predicate is None:
+        if str(want.get("kind")) not in PREDICATES:
             continue
         key = _key(want)
         got = seen.get(key)
-        why = "not found" if got is None else predicate(got)
+        why = "not found" if got is None else not_ready(got)
         if why:
             out.append(
                 {
                     "kind": key[1],
                     "namespace": key[2],
                     "name": key[3],
-                    "deployment": str(((want.get("metadata") or {}).get("labels") or {}).get(DEPLOYMENT_LABEL, "")),
+                    "deployment": str(((want.get("metadata") or {}).get("labels") or {}).get(LABEL_DEPLOYMENT, "")),
                     "message": f"{key[1]} {key[2]}/{key[3]}: {why}",
                 }
             )
@@ -131,7 +132,7 @@ def wait_ready(
     ``list_kind(api_version, kind)`` lists the objects of one kind (one call per waited kind and poll); its errors
     propagate (a cluster that stops answering is a failure, not a timeout).
     """
-    kinds = sorted({(str(o.get("apiVersion")), str(o.get("kind"))) for o in desired} & set(PREDICATES))
+    kinds = sorted({(str(o.get("apiVersion")), str(o.get("kind"))) for o in desired if o.get("kind") in PREDICATES})
     deadline = clock() + timeout
     polls = 0
     while True:

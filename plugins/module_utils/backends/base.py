@@ -28,6 +28,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     ModelCache,
     ModelDeployment,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import not_ready
 from ansible_collections.gpufleet.serving.plugins.module_utils.records import EngineRecord
 
 Pod = tuple[dict[str, Any], dict[str, Any]]  # (pod metadata, pod spec)
@@ -99,18 +100,6 @@ class Backend:
         return {}
 
     def ready(self, obj: dict[str, Any]) -> bool:
-        """Whether an observed object of one of :attr:`kinds` is ready (status read from the cluster)."""
-        raise NotImplementedError
-
-
-def condition_true(obj: dict[str, Any], condition: str) -> bool:
-    """``status.conditions[type == condition].status == "True"``."""
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if isinstance(cond, dict) and cond.get("type") == condition:
-            return cond.get("status") == "True"
-    return False
-
-
-def int_field(mapping: Any, key: str) -> int:
-    value = (mapping or {}).get(key) if isinstance(mapping, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        """Whether an observed object of one of :attr:`kinds` is ready (status read from the cluster): the kind's
+        predicate in :mod:`readiness`, which apply mode's wait uses too."""
+        return not_ready(obj) is None

@@ -10,7 +10,6 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base imp
     Backend,
     Kind,
     WorkloadInput,
-    int_field,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     LABEL_DEPLOYMENT,
@@ -43,15 +42,6 @@ class DeploymentBackend(Backend):
                 "template": {"metadata": pod_meta, "spec": pod_spec},
             },
         }
-
-    def ready(self, obj: dict[str, Any]) -> bool:
-        """Rolled out and every copy ready: the controller saw the current spec and updated, ready and available
-        replicas all equal ``spec.replicas``."""
-        meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-        want = int_field(spec, "replicas") if "replicas" in spec else 1
-        if int_field(status, "observedGeneration") < int_field(meta, "generation"):
-            return False
-        return all(int_field(status, key) == want for key in ("updatedReplicas", "readyReplicas", "availableReplicas"))
 
 
 BACKEND = DeploymentBackend()

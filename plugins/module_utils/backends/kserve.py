@@ -18,7 +18,6 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base imp
     Kind,
     PodInput,
     WorkloadInput,
-    condition_true,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends.leaderworkerset import (
     LWS_WORKER_INDEX_LABEL,
@@ -154,10 +153,6 @@ class KServeBackend(Backend):
             "metadata": w.metadata,
             "spec": spec,
         }
-
-    def ready(self, obj: dict[str, Any]) -> bool:
-        """KServe reports an LLMInferenceService's readiness as its ``Ready`` condition."""
-        return condition_true(obj, "Ready")
 
 
 BACKEND = KServeBackend()

@@ -10,7 +10,6 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base imp
     Backend,
     Kind,
     WorkloadInput,
-    int_field,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Engine
@@ -60,12 +59,6 @@ class LeaderWorkerSetBackend(Backend):
                 },
             },
         }
-
-    def ready(self, obj: dict[str, Any]) -> bool:
-        """Every group ready and updated: ``readyReplicas`` and ``updatedReplicas`` equal ``spec.replicas``."""
-        spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        want = int_field(spec, "replicas") if "replicas" in spec else 1
-        return int_field(status, "readyReplicas") == want and int_field(status, "updatedReplicas") == want
 
 
 BACKEND = LeaderWorkerSetBackend()
