@@ -15,7 +15,7 @@ accepts. Checks that need the deployment (engine and member names, request names
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
@@ -243,6 +243,14 @@ class ReplicaRecord(_Record):
                     return []
             return []
 
+        return self._shape(lambda ei, mi, m: {"device_requests": requests(ei, mi, m)})
+
+    def to_compact(self) -> dict[str, Any]:
+        """The record without device requests (what the annotation holds); reads back with ``device_requests`` unknown."""
+        return self._shape(lambda ei, mi, m: {})
+
+    def _shape(self, member_extra: Callable[[int, int, MemberRecord], dict[str, Any]]) -> dict[str, Any]:
+        """The record as plain data; ``member_extra(engine index, member index, member)`` adds fields per member."""
         return {
             "name": self.name,
             "deployment": self.deployment,
@@ -254,29 +262,11 @@ class ReplicaRecord(_Record):
                     "name": e.name,
                     "copies": e.copies,
                     "members": [
-                        {"role": m.role, "pool": m.pool, "nodes": m.nodes, "device_requests": requests(ei, mi, m)}
+                        {"role": m.role, "pool": m.pool, "nodes": m.nodes, **member_extra(ei, mi, m)}
                         for mi, m in enumerate(e.members)
                     ],
                 }
                 for ei, e in enumerate(self.engines)
-            ],
-        }
-
-    def to_compact(self) -> dict[str, Any]:
-        """The record without device requests (what the annotation holds); reads back with ``device_requests`` unknown."""
-        return {
-            "name": self.name,
-            "deployment": self.deployment,
-            "namespace": self.namespace,
-            "cluster": self.cluster,
-            "index": self.index,
-            "engines": [
-                {
-                    "name": e.name,
-                    "copies": e.copies,
-                    "members": [{"role": m.role, "pool": m.pool, "nodes": m.nodes} for m in e.members],
-                }
-                for e in self.engines
             ],
         }
 
