@@ -1,6 +1,7 @@
 """Apply-mode benchmark: deploy.yml vs `kubectl apply --server-side` of the same rendered files, on a local fleet.
 
-A generated fleet of 4 clusters (scripts/localfleet) and 10 deployments (20 replicas). The floor is kubectl applying
+The render benchmark's generated fleet (deploy_render.generate: 4 pools a cluster, 10 deployments of 20 replicas,
+placed as far as they fit) on 4 local clusters (scripts/localfleet). The floor is kubectl applying
 each cluster's rendered directory (one process per cluster, in parallel), first on empty clusters and again
 unchanged. deploy.yml does more than the floor — it validates, reads the clusters, places, renders, creates
 namespaces, applies, waits until every workload is ready by its replica counts and prunes — and is timed the same
@@ -19,69 +20,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import yaml
-
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-CLUSTERS = [f"bench-{i}" for i in range(4)]
-L4 = {"productName": {"string": "NVIDIA L4"}, "architecture": {"string": "Ada Lovelace"}}
+CLUSTERS = [f"cluster-{i:03d}" for i in range(4)]  # the names deploy_render.generate gives
 
-
-def write_inventory(root: Path) -> None:
-    (root / "group_vars" / "all").mkdir(parents=True)
-    (root / "hosts.yml").write_text(
-        yaml.safe_dump({"all": {"children": {"gpufleet_clusters": {"hosts": dict.fromkeys(CLUSTERS)}}}})
-    )
-    hostvars = {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-        "gpufleet_provider": "existing",
-        "gpufleet_mode": "apply",
-        "gpufleet_node_pools": [{"name": "l4", "class": "l4-1x", "node_count": 8}],
-    }
-    classes = {
-        "l4-1x": {
-            "devices": [
-                {
-                    "name": "gpu",
-                    "driver": "gpu.nvidia.com",
-                    "device_class_name": "gpu.nvidia.com",
-                    "count": 1,
-                    "attributes": L4,
-                    "capacity": {"memory": {"value": "23034Mi"}},
-                }
-            ]
-        }
-    }
-    deployments = [
-        {
-            "name": f"model-{i}",
-            "namespace": f"team-{i % 3}",
-            "replicas": 2,
-            "engines": [
-                {
-                    "name": "main",
-                    "members": [
-                        {
-                            "role": "Standalone",
-                            "node_selector": {
-                                "devices": [
-                                    {"name": "gpu", "selectors": [{"cel": 'device.driver == "gpu.nvidia.com"'}]}
-                                ]
-                            },
-                            "template": {
-                                "spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.11.0"}]}
-                            },
-                        }
-                    ],
-                }
-            ],
-        }
-        for i in range(10)
-    ]
-    (root / "group_vars" / "all" / "fleet.yml").write_text(
-        yaml.safe_dump({**hostvars, "gpufleet_inference_classes": classes, "gpufleet_model_deployments": deployments})
-    )
+# The fleet generator of the render benchmark (benchmarks/ is not on sys.path under `python -P`).
+sys.path.append(str(Path(__file__).resolve().parent))
+from deploy_render import generate  # noqa: E402
 
 
 def run(argv: list[str], env: dict[str, str] | None = None) -> float:
@@ -96,7 +41,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gpufleet-bench-apply-") as tmp:
         tmpdir = Path(tmp)
         inv, state, rendered = tmpdir / "inventory", tmpdir / "fleet", tmpdir / "rendered"
-        write_inventory(inv)
+        generate(inv, len(CLUSTERS), 10)
         lf = [sys.executable, str(REPO / "scripts" / "localfleet")]
         subprocess.run([*lf, "up", str(inv), str(state)], check=True, stdout=subprocess.DEVNULL)
         try:
@@ -111,7 +56,11 @@ def main() -> None:
                 "-e",
                 f"gpufleet_state_file={tmpdir / 'state.json'}",
                 "-e",
+                "gpufleet_mode=apply",
+                "-e",
                 "model_deployment_poll_interval=0.5",
+                "-e",
+                "ansible_python_interpreter={{ ansible_playbook_python }}",
             ]
             run([*play, "-e", "gpufleet_mode=render", "-e", f"gpufleet_render_dir={rendered}"], env)
             kubectl = (
@@ -151,15 +100,14 @@ def main() -> None:
                 return time.perf_counter() - t0
 
             for h in CLUSTERS:
-                for ns in ("team-0", "team-1", "team-2"):
-                    run(kc(h, "create", "namespace", ns))
+                run(kc(h, "create", "namespace", "bench"))
             floor1, floor2 = floor(), floor()
             for h in CLUSTERS:
-                run(kc(h, "delete", "namespace", "team-0", "team-1", "team-2", "--wait=true"))
+                run(kc(h, "delete", "namespace", "bench", "--wait=true"))
             first = run(play, env)
             second = run(play, env)
             files = len(list(rendered.rglob("*.yaml")))
-            print(f"fleet: {len(CLUSTERS)} local clusters, 10 deployments, 20 replicas, {files} objects")
+            print(f"fleet: {len(CLUSTERS)} local clusters, 10 deployments, {files} objects applied")
             print(
                 f"floor (kubectl apply --server-side per cluster, parallel): first {floor1:.2f}s, second {floor2:.2f}s"
             )

@@ -197,9 +197,6 @@ def test_scale_up_then_down_is_sticky(fleet: Fleet) -> None:
     down = replicas(fleet, "chat")
     assert len(down) == 2
     assert {k: up[k] for k in down} == down  # survivors keep their identity
-    loads: dict[str, int] = {}
-    for cluster, _i in up:
-        loads[cluster] = loads.get(cluster, 0) + 1
     # scale down drops from the most-loaded clusters first, highest index first
     assert max(key[1] for key in down) < max(key[1] for key in up)
     for host in fleet.names:
