@@ -344,6 +344,7 @@ def test_status_reads_the_placement_back_from_the_clusters(fleet: Fleet) -> None
 
 def test_teardown_leaves_no_owned_object(fleet: Fleet) -> None:
     fleet.playbook("teardown.yml", "-e", "teardown_confirm=true")
+    left: dict[str, list[str]] = {}
     for host in fleet.names:
 
         def clean(h: str = host) -> bool:
@@ -364,9 +365,13 @@ def test_teardown_leaves_no_owned_object(fleet: Fleet) -> None:
                 for c in fleet.list(h, "resource.k8s.io", "v1", "resourceclaims")
                 if c["metadata"]["namespace"] in ("chat-team", "big-models")
             ]
+            left[h] = [f"{o.get('kind', 'ResourceClaim')}/{o['metadata']['name']}" for o in owned + claims]
             return not owned and not claims
 
-        wait_for(f"{host} to hold no owned object", clean, timeout=60)
+        try:
+            wait_for(f"{host} to hold no owned object", clean, timeout=60)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; still there: {left.get(host)}") from None
 
 
 @pytest.fixture(autouse=True)
