@@ -69,6 +69,9 @@ ANNOTATION_SOURCE = "gpufleet.io/source"
 ANNOTATION_REVISION = "gpufleet.io/revision"
 #: Set on the PVC (apply mode) to the name of the Job that hydrated it, once that Job succeeded.
 ANNOTATION_HYDRATED_BY = "gpufleet.io/hydrated-by"
+#: Apply mode: the digest of the rendered object last server-side applied (fleet_k8s.is_current skips re-applying
+#: an object that carries the digest of the same rendering and still holds every value it sets).
+ANNOTATION_APPLIED_DIGEST = "gpufleet.io/applied-digest"
 #: The node label a pool's nodes carry (set by the cluster roles and the local fleet); serving pods select it.
 NODE_POOL_LABEL = "gpufleet.io/pool"
 

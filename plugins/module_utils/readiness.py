@@ -12,7 +12,7 @@ KServe's LLMInferenceService publishes no replica counts: its controller's ``Rea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_DEPLOYMENT
@@ -95,7 +95,9 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
     return (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
 
 
-def pending_workloads(observed: list[Mapping[str, Any]], desired: list[Mapping[str, Any]]) -> list[dict[str, str]]:
+def pending_workloads(
+    observed: Sequence[Mapping[str, Any]], desired: Sequence[Mapping[str, Any]]
+) -> list[dict[str, str]]:
     """Each desired workload that is not ready yet (missing from ``observed`` counts as not ready):
     ``{kind, namespace, name, deployment, message}``; ``deployment`` is its ``gpufleet.io/deployment`` label."""
     seen = {_key(o): o for o in observed}
@@ -120,8 +122,8 @@ def pending_workloads(observed: list[Mapping[str, Any]], desired: list[Mapping[s
 
 
 def wait_ready(
-    list_kind: Callable[[str, str], list[Mapping[str, Any]]],
-    desired: list[Mapping[str, Any]],
+    list_kind: Callable[[str, str], Sequence[Mapping[str, Any]]],
+    desired: Sequence[Mapping[str, Any]],
     timeout: float,
     interval: float,
     sleep: Callable[[float], None],

@@ -14,7 +14,8 @@ K8S_MODULES = (
     "kubernetes.core.k8s_info",
     "kubernetes.core.k8s_log",
     "kubernetes.core.helm",
-    "gpufleet.serving.workloads_ready",
+    "gpufleet.serving.fleet_read",
+    "gpufleet.serving.fleet_apply",
 )
 
 
@@ -43,22 +44,24 @@ def test_no_task_spells_its_own_connection(path, tasks):
 
 
 def test_model_deployment_pins_before_it_reads_or_applies():
-    main = yaml.safe_load((ROLES_DIR / "model_deployment/tasks/main.yml").read_text())
+    tasks = ROLES_DIR / "model_deployment/tasks"
+    main = yaml.safe_load((tasks / "main.yml").read_text())
     names = [t["name"] for t in main]
     pin = names.index("Pin every cluster's connection")
     assert main[pin]["any_errors_fatal"] is True
     (include,) = main[pin]["block"]
     assert include["ansible.builtin.include_role"]["name"] == "gpufleet.serving.cluster_connection"
-    for name in ("Read the observed replicas from the clusters", "Apply this cluster's serving workloads"):
-        task = main[names.index(name)]
+    for name in ("Read the observed replicas from the clusters", "Apply every cluster's serving workloads"):
         assert names.index(name) > pin
-        # one include for all hosts (no host-specific apply:), so the clusters stay in lockstep
-        assert isinstance(task["ansible.builtin.include_tasks"], str)
-    for name in ("observe_apply.yml", "apply.yml"):
-        (block,) = [
-            t for t in yaml.safe_load((ROLES_DIR / "model_deployment/tasks" / name).read_text()) if "block" in t
-        ]
-        assert block["module_defaults"]["group/kubernetes.core.k8s"] == "{{ cluster_connection_k8s }}"
+    # Every read and apply reaches the clusters through the pinned connections, and only through them.
+    connections = yaml.safe_load((ROLES_DIR / "model_deployment/vars/main.yml").read_text())
+    assert "'cluster_connection_k8s'" in connections["__model_deployment_connections"]
+    for name, module in (
+        ("observe_apply.yml", "gpufleet.serving.fleet_read"),
+        ("apply.yml", "gpufleet.serving.fleet_apply"),
+    ):
+        (task,) = [t for t in yaml.safe_load((tasks / name).read_text()) if module in t]
+        assert "__model_deployment_connections" in task[module]["connections"]
 
 
 def test_the_connection_role_uses_the_tested_filter():

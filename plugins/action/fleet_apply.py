@@ -1,0 +1,52 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Action plugin for gpufleet.serving.fleet_apply: reconcile every cluster of the fleet in one task."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends import serving_kinds
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER, selector
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import (
+    ReconcileOptions,
+    connect,
+    reconcile_fleet,
+)
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
+
+
+class ActionModule(GpufleetAction):
+    MODULE = "fleet_apply"
+
+    def execute(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        desired = args["objects_by_cluster"]
+        strays = sorted(set(desired) - set(args["connections"]))
+        if strays and any(desired[c] for c in strays):
+            raise GpufleetError(f"objects_by_cluster names clusters without a connection: {', '.join(strays)}")
+        apis, lost = connect(args["connections"], args["request_timeout"])
+        opts = ReconcileOptions(
+            kinds=[(k.api_version, k.kind) for k in serving_kinds()],
+            owner_selector=selector(SERVING_OWNER),
+            field_manager=args["field_manager"],
+            wait=args["wait"],
+            timeout=args["timeout"],
+            poll_interval=args["poll_interval"],
+            check_mode=bool(self._task.check_mode),
+        )
+        outcomes, held = reconcile_fleet(apis, desired, opts, lost=lost)
+        clusters = {name: outcomes[name].to_dict() for name in sorted(outcomes)}
+        failed = {name: c["failed"] for name, c in clusters.items() if c["failed"]}
+        result: dict[str, Any] = {
+            "changed": any(c["changed"] for c in clusters.values()),
+            "clusters": clusters,
+            "failed_clusters": failed,
+            "held": held,
+            "pending": [{"cluster": name, **p} for name, c in clusters.items() for p in c["pending"]],
+        }
+        if failed and args["fail_on_cluster_error"]:
+            result["failed"] = True
+            result["msg"] = "fleet_apply: clusters not reconciled: " + "; ".join(f"{n}: {m}" for n, m in failed.items())
+            result["errors"] = [{"path": n, "reason": m} for n, m in failed.items()]
+        return result

@@ -1,0 +1,469 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Every cluster of the fleet at once: read, and reconcile (apply, wait, prune) in one process.
+
+Apply mode used to cost about eleven kubernetes.core module processes per cluster and run (read, namespaces, apply,
+wait, one list per kind to prune, deletes), about a second of CPU each. Here the whole fleet is one controller-side
+step: one client per cluster (kubernetes.core's ``get_api_client``, so its authentication options and environment
+variables apply unchanged), a thread per cluster, and the phases in lockstep across clusters:
+
+1. **apply**: list the owned objects of every serving kind (one list per kind); create missing namespaces; server-side
+   apply every rendered object that is not already current (:func:`is_current`);
+2. **wait**: poll each cluster's workloads until their own replica counts say ready (:mod:`.readiness`), or time out;
+3. **prune**: delete owned objects no longer rendered, except those of *held* deployments (:func:`held_deployments`):
+   a deployment with a workload not ready, or with objects on a cluster whose apply failed, keeps its old replicas
+   everywhere this run, so a drain never deletes an old replica before its replacement is ready.
+
+The decisions (what is current, what is held, what is pruned) are pure functions of what was read, unit-tested
+without a cluster; the I/O is exercised against real control planes by ``tests/e2e``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    ANNOTATION_APPLIED_DIGEST,
+    LABEL_DEPLOYMENT,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import pending_workloads, wait_ready
+
+Obj = dict[str, Any]
+Key = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
+T = TypeVar("T")
+
+
+class ClusterError(GpufleetError):
+    """A cluster could not be reached or refused a request."""
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Pure decisions
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def key_of(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+
+
+def describe(key: Key) -> str:
+    return f"{key[1]}/{key[2]}/{key[3]}" if key[2] else f"{key[1]}/{key[3]}"
+
+
+def applied_digest(obj: Mapping[str, Any]) -> str:
+    """A digest of a rendered object (its own digest annotation left out): what the last apply sent."""
+    meta = dict(obj.get("metadata") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != ANNOTATION_APPLIED_DIGEST}
+    meta["annotations"] = annotations
+    canonical = json.dumps({**obj, "metadata": meta}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def stamped(obj: Mapping[str, Any]) -> Obj:
+    """``obj`` with the digest annotation set: what is server-side applied."""
+    meta = dict(obj.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), ANNOTATION_APPLIED_DIGEST: applied_digest(obj)}
+    return {**obj, "metadata": meta}
+
+
+def contains(live: Any, want: Any) -> bool:
+    """Every field of ``want`` has the same value in ``live`` (extra fields in ``live`` are defaults or other managers'
+    fields). Lists must have the same length and contain item by item; scalars must be equal and of the same type."""
+    if isinstance(want, dict):
+        return isinstance(live, dict) and all(k in live and contains(live[k], v) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(live, list) and len(live) == len(want) and all(map(contains, live, want))
+    return type(live) is type(want) and live == want
+
+
+def is_current(live: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """True when applying ``desired`` (a :func:`stamped` object) would change nothing: ``live`` carries the digest of
+    the same rendered object (so the set of fields the last apply owned is the same) and still holds every value it
+    sets (nobody changed one since). Conservative: a quantity the API server normalised (``1000m`` -> ``1``) only
+    costs a needless apply."""
+    if live is None:
+        return False
+    want = ((desired.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_APPLIED_DIGEST)
+    got = ((live.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_APPLIED_DIGEST)
+    return want is not None and want == got and contains(live, desired)
+
+
+def deployment_of(obj: Mapping[str, Any]) -> str | None:
+    label = ((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_DEPLOYMENT)
+    return str(label) if label else None
+
+
+def held_deployments(
+    desired: Mapping[str, list[Obj]], failed: Iterable[str], pending: Iterable[Mapping[str, Any]]
+) -> list[str]:
+    """Deployments none of whose objects may be deleted this run: those with objects on a cluster that ``failed``
+    to apply, and those of a ``pending`` (not ready) workload."""
+    held = {d for cluster in failed for d in map(deployment_of, desired.get(cluster, [])) if d}
+    held |= {str(p["deployment"]) for p in pending if p.get("deployment")}
+    return sorted(held)
+
+
+def prune_candidates(
+    existing: Iterable[Mapping[str, Any]], desired: Iterable[Mapping[str, Any]], held: Iterable[str]
+) -> list[Mapping[str, Any]]:
+    """Owned objects ``existing`` on a cluster that are no longer rendered for it, minus those of ``held``
+    deployments, in the order listed (the prune order of the kinds)."""
+    keep = {key_of(o) for o in desired}
+    held_set = set(held)
+    return [o for o in existing if key_of(o) not in keep and deployment_of(o) not in held_set]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# One cluster's API
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _k8s() -> Any:
+    try:
+        from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client
+    except ImportError as exc:  # pragma: no cover - the collection's requirements name both
+        raise GpufleetError(
+            f"the kubernetes.core collection and the kubernetes Python package are required ({exc})"
+        ) from None
+    return client
+
+
+def _reason(exc: BaseException) -> str:
+    status = getattr(exc, "status", None)
+    body = getattr(exc, "body", None)
+    if body:
+        try:
+            message = json.loads(body).get("message")
+        except (TypeError, ValueError, AttributeError):
+            message = None
+        return f"{status}: {message or body}" if status else str(message or body)
+    text = str(exc) or type(exc).__name__
+    return text if len(text) < 400 else text[:400] + "…"
+
+
+class ClusterAPI:
+    """One cluster, through kubernetes.core's client (its auth options: kubeconfig, context, host, api_key, …).
+
+    Create instances one at a time (kubernetes' kubeconfig loader sets process-wide defaults); afterwards an instance
+    may be used from one thread while other instances are used from others.
+    """
+
+    def __init__(self, name: str, connection: Mapping[str, Any], request_timeout: float = 30) -> None:
+        self.name = name
+        self._timeout = request_timeout
+        self._resources: dict[tuple[str, str], Any] = {}
+        try:
+            self._client = _k8s().get_api_client(**dict(connection))
+        except Exception as exc:  # any failure to build a client means the cluster is unusable
+            raise ClusterError(f"cannot build a client: {_reason(exc)}") from None
+        self._dyn = self._client.client
+        self.requests = 0
+
+    def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        self.requests += 1
+        try:
+            return fn(*args, _request_timeout=self._timeout, **kwargs)
+        except Exception as exc:  # every API/transport error becomes this cluster's failure
+            if type(exc).__name__ == "NotFoundError":
+                raise
+            raise ClusterError(f"{what}: {_reason(exc)}") from None
+
+    def resource(self, api_version: str, kind: str) -> Any | None:
+        """The API resource of a kind, or None when the cluster does not serve it (its CRD is not installed)."""
+        cache_key = (api_version, kind)
+        if cache_key not in self._resources:
+            try:
+                self._resources[cache_key] = self._client.resource(kind, api_version)
+            except Exception as exc:
+                if type(exc).__name__ in ("ResourceNotFoundError", "ResourceNotUniqueError"):
+                    self._resources[cache_key] = None
+                else:
+                    raise ClusterError(f"discovery of {api_version} {kind}: {_reason(exc)}") from None
+        return self._resources[cache_key]
+
+    def list(self, api_version: str, kind: str, selector: Iterable[str] = ()) -> list[Obj]:
+        """Every object of a kind in every namespace matching the label ``selector`` (``["k=v", ...]``); a kind the
+        cluster does not serve has none."""
+        res = self.resource(api_version, kind)
+        if res is None:
+            return []
+        items: list[Obj] = []
+        token: str | None = None
+        while True:
+            resp = self._call(
+                f"list {kind}",
+                self._dyn.get,
+                res,
+                label_selector=",".join(selector) or None,
+                limit=500,
+                _continue=token,
+                serialize=False,
+            )
+            body = json.loads(resp.data)
+            for item in body.get("items") or []:
+                item.setdefault("apiVersion", api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def ensure_namespace(self, name: str, dry_run: bool = False) -> bool:
+        """Create namespace ``name`` when it is missing (never applied, labelled or pruned); True when created."""
+        res = self.resource("v1", "Namespace")
+        try:
+            self._call(f"read Namespace {name}", self._dyn.get, res, name=name, serialize=False)
+            return False
+        except Exception as exc:
+            if type(exc).__name__ != "NotFoundError":
+                raise
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        try:
+            self._call(
+                f"create Namespace {name}",
+                self._dyn.create,
+                res,
+                body=body,
+                dry_run="All" if dry_run else None,
+                serialize=False,
+            )
+        except ClusterError as exc:
+            if "409" not in str(exc):  # created meanwhile
+                raise
+        return True
+
+    def apply(self, obj: Mapping[str, Any], field_manager: str, dry_run: bool = False) -> Obj:
+        """Server-side apply ``obj`` (conflicts forced: the collection owns what it renders); the object as stored."""
+        api_version, kind, namespace, name = key_of(obj)
+        res = self.resource(api_version, kind)
+        if res is None:
+            raise ClusterError(f"{api_version} {kind} is not served by this cluster (is its CRD installed?)")
+        resp = self._call(
+            f"apply {describe(key_of(obj))}",
+            self._dyn.server_side_apply,
+            res,
+            body=dict(obj),
+            name=name,
+            namespace=namespace or None,
+            force_conflicts=True,
+            field_manager=field_manager,
+            dry_run="All" if dry_run else None,
+            serialize=False,
+        )
+        return dict(json.loads(resp.data))
+
+    def delete(self, obj: Mapping[str, Any]) -> None:
+        """Delete ``obj`` (dependents in the background, as kubectl does); one already gone is fine."""
+        api_version, kind, namespace, name = key_of(obj)
+        res = self.resource(api_version, kind)
+        if res is None:
+            return
+        try:
+            self._call(
+                f"delete {describe(key_of(obj))}",
+                self._dyn.delete,
+                res,
+                name=name,
+                namespace=namespace or None,
+                propagation_policy="Background",
+                serialize=False,
+            )
+        except Exception as exc:
+            if type(exc).__name__ != "NotFoundError":
+                raise
+
+
+def connect(
+    connections: Mapping[str, Mapping[str, Any]], request_timeout: float
+) -> tuple[dict[str, ClusterAPI], dict[str, str]]:
+    """A client per cluster (built one after another), and the clusters whose client could not be built."""
+    apis: dict[str, ClusterAPI] = {}
+    errors: dict[str, str] = {}
+    for name, connection in connections.items():
+        try:
+            apis[name] = ClusterAPI(name, connection, request_timeout)
+        except ClusterError as exc:
+            errors[name] = str(exc)
+    return apis, errors
+
+
+def _each(fn: Callable[[str], T], names: Iterable[str]) -> dict[str, T | ClusterError]:
+    """``fn(name)`` for every cluster, a thread each; a cluster's ClusterError is its result, not the fleet's."""
+    names = list(names)
+
+    def guarded(name: str) -> T | ClusterError:
+        try:
+            return fn(name)
+        except ClusterError as exc:
+            return exc
+
+    if not names:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(len(names), 16), thread_name_prefix="gpufleet-cluster") as pool:
+        return dict(zip(names, pool.map(guarded, names), strict=True))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Read every cluster
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Read:
+    api_version: str
+    kind: str
+    label_selectors: tuple[str, ...] = ()
+
+
+def read_fleet(apis: Mapping[str, ClusterAPI], reads: list[Read]) -> tuple[dict[str, list[Obj]], dict[str, str]]:
+    """One list per read per cluster, clusters in parallel: the objects of each reachable cluster, and why each
+    other cluster could not be read."""
+
+    def read(name: str) -> list[Obj]:
+        api = apis[name]
+        return [obj for r in reads for obj in api.list(r.api_version, r.kind, r.label_selectors)]
+
+    objects: dict[str, list[Obj]] = {}
+    errors: dict[str, str] = {}
+    for name, result in _each(read, apis).items():
+        if isinstance(result, ClusterError):
+            errors[name] = str(result)
+        else:
+            objects[name] = result
+    return objects, errors
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Reconcile every cluster
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReconcileOptions:
+    #: Every kind the collection may have applied, in prune order (``backends.serving_kinds()``).
+    kinds: list[tuple[str, str]]
+    #: Label selectors of the objects the collection owns (``contract.selector(SERVING_OWNER)``).
+    owner_selector: list[str]
+    field_manager: str = "gpufleet"
+    wait: bool = True
+    timeout: float = 900
+    poll_interval: float = 2
+    check_mode: bool = False
+
+
+@dataclass
+class ClusterOutcome:
+    applied: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    namespaces: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    pending: list[dict[str, str]] = field(default_factory=list)
+    polls: int = 0
+    requests: int = 0
+    failed: str | None = None
+    #: Owned objects found before applying (prune candidates); not returned.
+    existing: list[Obj] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "changed": bool(self.applied or self.namespaces or self.deleted),
+            "applied": self.applied,
+            "unchanged": self.unchanged,
+            "namespaces": self.namespaces,
+            "deleted": self.deleted,
+            "pending": self.pending,
+            "polls": self.polls,
+            "requests": self.requests,
+            "failed": self.failed,
+        }
+
+
+def _apply_cluster(api: ClusterAPI, objects: list[Obj], opts: ReconcileOptions, out: ClusterOutcome) -> None:
+    out.existing = [obj for api_version, kind in opts.kinds for obj in api.list(api_version, kind, opts.owner_selector)]
+    live = {key_of(o): o for o in out.existing}
+    # An owned object listed in a namespace proves the namespace exists; the others are read and created if missing.
+    have = {key[2] for key in live}
+    for namespace in sorted({key_of(o)[2] for o in objects} - have - {""}):
+        if api.ensure_namespace(namespace, dry_run=opts.check_mode):
+            out.namespaces.append(namespace)
+    for obj in objects:
+        want = stamped(obj)
+        key = key_of(want)
+        if is_current(live.get(key), want):
+            out.unchanged += 1
+            continue
+        api.apply(want, opts.field_manager, dry_run=opts.check_mode)
+        out.applied.append(describe(key))
+
+
+def _wait_cluster(
+    api: ClusterAPI, objects: list[Obj], opts: ReconcileOptions, out: ClusterOutcome, clock: Callable[[], float]
+) -> None:
+    if not out.applied:
+        # Nothing was written: what was listed before is current; poll only when something is not ready yet.
+        out.pending = pending_workloads(out.existing, objects)
+        if not out.pending:
+            return
+    pending, polls = wait_ready(
+        lambda api_version, kind: api.list(api_version, kind, opts.owner_selector),
+        objects,
+        opts.timeout,
+        opts.poll_interval,
+        time.sleep,
+        clock,
+    )
+    out.pending, out.polls = pending, polls
+    if pending:
+        out.failed = (
+            f"not ready after {opts.timeout:g}s (the old replicas of their deployments are kept): "
+            + "; ".join(p["message"] for p in pending)
+        )
+
+
+def reconcile_fleet(
+    apis: Mapping[str, ClusterAPI],
+    desired: Mapping[str, list[Obj]],
+    opts: ReconcileOptions,
+    lost: Mapping[str, str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[dict[str, ClusterOutcome], list[str]]:
+    """Apply, wait and prune on every cluster of ``apis`` in lockstep; each cluster's outcome and the held
+    deployments. A cluster's failure (unreachable, a request refused) is recorded in its outcome and holds back
+    the pruning of its deployments everywhere; it never stops the other clusters. ``lost`` names clusters to
+    reconcile whose client could not be built (they count as failed to apply)."""
+    outcomes = {name: ClusterOutcome() for name in apis}
+    for name, why in (lost or {}).items():
+        outcomes[name] = ClusterOutcome(failed=why)
+
+    def run_phase(phase: Callable[[str], None], names: Iterable[str]) -> None:
+        for name, result in _each(phase, names).items():
+            if isinstance(result, ClusterError):
+                outcomes[name].failed = str(result)
+
+    run_phase(lambda n: _apply_cluster(apis[n], desired.get(n, []), opts, outcomes[n]), apis)
+    applied_ok = [n for n in apis if outcomes[n].failed is None]
+    if opts.wait and not opts.check_mode:
+        run_phase(lambda n: _wait_cluster(apis[n], desired.get(n, []), opts, outcomes[n], clock), applied_ok)
+    # Clusters whose apply failed (not those that only timed out: their pending workloads hold their deployments).
+    apply_failed = [n for n in outcomes if n not in applied_ok]
+    held = held_deployments(desired, apply_failed, [p for o in outcomes.values() for p in o.pending])
+
+    def prune(name: str) -> None:
+        out = outcomes[name]
+        for obj in prune_candidates(out.existing, desired.get(name, []), held):
+            if not opts.check_mode:
+                apis[name].delete(obj)
+            out.deleted.append(describe(key_of(obj)))
+
+    run_phase(prune, applied_ok)
+    for name, api in apis.items():
+        outcomes[name].requests = api.requests
+    return outcomes, held

@@ -1,0 +1,134 @@
+#!/usr/bin/python
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+# This module runs on the controller as an action plugin (plugins/action/fleet_apply.py); this file holds its docs.
+#
+# kubernetes.core.k8s applies to one cluster per task and module process, reads every object back before a
+# server-side apply, and has no notion of a step that must finish on every cluster before the next starts. Applying
+# the fleet with it cost about eleven module processes per cluster and run. This plugin reconciles every cluster in
+# one task, a thread per cluster, with kubernetes.core's own client and authentication options.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: fleet_apply
+short_description: Apply, await and prune the serving objects of every cluster of the fleet in one task
+version_added: 0.3.0
+description:
+  - Reconciles every cluster of O(connections) with the objects rendered for it in O(objects_by_cluster), in three
+    steps that each finish on every cluster before the next starts.
+  - B(apply) - lists the objects the collection owns (labels C(app.kubernetes.io/managed-by=gpufleet.serving),
+    C(gpufleet.io/component=serving); one list per serving kind), creates missing namespaces (never applied, labelled
+    or pruned), and server-side applies (field manager O(field_manager), conflicts forced) every object that is not
+    already current. An object is current when it carries the digest annotation C(gpufleet.io/applied-digest) of the
+    same rendering and still holds every value the rendering sets, so an unchanged fleet sends no write and a value
+    somebody changed is put back.
+  - B(wait) - with O(wait), polls each cluster's workloads until their own replica counts equal their desired counts
+    (a Deployment's updated, ready and available replicas; a LeaderWorkerSet's ready and updated replicas; an
+    LLMInferenceService's C(Ready) condition), or O(timeout) seconds pass.
+  - B(prune) - deletes owned objects that are no longer rendered for their cluster, except those of held
+    deployments. A deployment is held when one of its workloads is not ready, or when it has objects on a cluster whose
+    apply failed; its old replicas stay everywhere until a later run, so a drain never deletes an old replica before
+    its replacement is ready.
+  - A cluster that fails (no answer, a refused request, a timeout) never stops the others. It is returned in
+    RV(failed_clusters); the task fails at the end when O(fail_on_cluster_error) is true.
+author:
+  - gpufleet.serving contributors (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.serving.k8s_fleet
+options:
+  objects_by_cluster:
+    description:
+      - The objects to run on each cluster of O(connections), as returned in C(objects_by_cluster) by
+        M(gpufleet.serving.fleet_manifests). A cluster of O(connections) with no entry runs none (everything it has
+        that the collection owns is pruned).
+    type: dict
+    required: true
+  field_manager:
+    description: The server-side apply field manager.
+    type: str
+    default: gpufleet
+  wait:
+    description: Wait until every workload is ready before pruning.
+    type: bool
+    default: true
+  timeout:
+    description: Seconds to wait for readiness at most.
+    type: float
+    default: 900
+  poll_interval:
+    description: Seconds between two readiness polls of a cluster.
+    type: float
+    default: 2
+  fail_on_cluster_error:
+    description: Fail the task when a cluster could not be reconciled (after every other cluster was).
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    support: full
+    description: Applies with the API server's dry run, creates no namespace, waits for nothing and deletes nothing;
+      reports what would be applied and deleted.
+  diff_mode:
+    support: none
+    description: Reports no diff.
+  action:
+    support: full
+    description: Runs on the controller.
+seealso:
+  - module: gpufleet.serving.fleet_manifests
+  - module: gpufleet.serving.fleet_read
+  - module: kubernetes.core.k8s
+"""
+
+EXAMPLES = r"""
+- name: Apply every cluster's serving workloads
+  gpufleet.serving.fleet_apply:
+    connections: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'cluster_connection_k8s'))) }}"
+    objects_by_cluster: "{{ gpufleet_manifests.objects_by_cluster }}"
+    timeout: 600
+  run_once: true
+  register: gpufleet_applied
+"""
+
+RETURN = r"""
+clusters:
+  description: What happened on each cluster.
+  returned: always
+  type: dict
+  sample:
+    lf-alpha:
+      changed: true
+      applied: [Service/ml-team/chat-1a2b3, Deployment/ml-team/chat-1a2b3-main]
+      unchanged: 12
+      namespaces: [ml-team]
+      deleted: []
+      pending: []
+      polls: 3
+      requests: 17
+      failed: null
+failed_clusters:
+  description: The clusters that could not be reconciled, and why.
+  returned: always
+  type: dict
+  sample: {lf-gamma: "apply Deployment/ml-team/chat-9f8e7-main: 503: the server is shutting down"}
+held:
+  description: Deployments none of whose objects were deleted this run (see the description).
+  returned: always
+  type: list
+  elements: str
+  sample: [chat]
+pending:
+  description: Workloads not ready when the wait ended (every cluster).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - cluster: lf-alpha
+      kind: Deployment
+      namespace: ml-team
+      name: chat-1a2b3-main
+      deployment: chat
+      message: "Deployment ml-team/chat-1a2b3-main: 0/1 ready, 0/1 available"
+"""
