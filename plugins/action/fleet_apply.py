@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends import serving_kinds
@@ -13,7 +15,9 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import 
     ReconcileOptions,
     connect,
     reconcile_fleet,
+    recorded_placement,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import write_atomic
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -21,6 +25,8 @@ class ActionModule(GpufleetAction):
     MODULE = "fleet_apply"
 
     def execute(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        if args["state_file"] and args["replicas"] is None:
+            raise GpufleetError("replicas is required with state_file")
         desired = args["objects_by_cluster"]
         strays = sorted(set(desired) - set(args["connections"]))
         if strays and any(desired[c] for c in strays):
@@ -45,8 +51,26 @@ class ActionModule(GpufleetAction):
             "held": held,
             "pending": [{"cluster": name, **p} for name, c in clusters.items() for p in c["pending"]],
         }
+        if args["state_file"] and not self._task.check_mode:
+            result["state_changed"] = self._record(Path(args["state_file"]), args["replicas"], failed)
         if failed and args["fail_on_cluster_error"]:
             result["failed"] = True
             result["msg"] = "fleet_apply: clusters not reconciled: " + "; ".join(f"{n}: {m}" for n, m in failed.items())
             result["errors"] = [{"path": n, "reason": m} for n, m in failed.items()]
         return result
+
+    @staticmethod
+    def _record(path: Path, replicas: list[dict[str, Any]], failed: dict[str, str]) -> bool:
+        try:
+            previous = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            previous = []
+        except ValueError as exc:
+            raise GpufleetError(f"state_file {path} is not JSON ({exc}): move it away to start afresh") from None
+        if not isinstance(previous, list) or not all(isinstance(r, dict) for r in previous):
+            raise GpufleetError(f"state_file {path} is not a list of replicas: move it away to start afresh")
+        text = json.dumps(recorded_placement(replicas, previous, failed), indent=2, sort_keys=True) + "\n"
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            return False
+        write_atomic(path, text)
+        return True

@@ -121,6 +121,18 @@ def prune_candidates(
     return [o for o in existing if key_of(o) not in keep and deployment_of(o) not in held_set]
 
 
+def recorded_placement(
+    replicas: Iterable[Mapping[str, Any]], previous: Iterable[Mapping[str, Any]], failed: Iterable[str]
+) -> list[dict[str, Any]]:
+    """The placement state to keep for the next run (which uses it for clusters it cannot read): this run's replicas
+    of every cluster but those that ``failed`` to reconcile, whose replicas stay as last recorded (what this run
+    placed there may never have been applied)."""
+    failed_set = set(failed)
+    return [dict(r) for r in replicas if r.get("cluster") not in failed_set] + [
+        dict(r) for r in previous if r.get("cluster") in failed_set
+    ]
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # One cluster's API
 # --------------------------------------------------------------------------------------------------------------------

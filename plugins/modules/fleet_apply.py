@@ -61,6 +61,17 @@ options:
     description: Seconds between two readiness polls of a cluster.
     type: float
     default: 2
+  state_file:
+    description:
+      - A JSON file to record the placement in, for a later run that cannot read some cluster (it keeps the replicas
+        recorded for it). The replicas of a cluster that could not be reconciled stay as previously recorded.
+      - Written atomically, only when it changes; not in check mode.
+    type: path
+  replicas:
+    description: Every replica of every deployment, as returned in C(replicas) by M(gpufleet.serving.fleet_placement).
+      Required with O(state_file).
+    type: list
+    elements: dict
   fail_on_cluster_error:
     description: Fail the task when a cluster could not be reconciled (after every other cluster was).
     type: bool
@@ -119,6 +130,10 @@ held:
   type: list
   elements: str
   sample: [chat]
+state_changed:
+  description: Whether O(state_file) was written.
+  returned: when O(state_file) is set, not in check mode
+  type: bool
 pending:
   description: Workloads not ready when the wait ended (every cluster).
   returned: always

@@ -47,8 +47,9 @@ def _spec(options: Mapping[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     for name, option in options.items():
         entry = {key: option[key] for key in _SPEC_KEYS if key in option}
-        if option.get("options"):
-            entry["options"] = _spec(option["options"])
+        suboptions = option.get("suboptions") or option.get("options")
+        if suboptions:
+            entry["options"] = _spec(suboptions)
         spec[name] = entry
     return spec
 

@@ -161,27 +161,63 @@ def test_leaderworkerset_gang_lands_on_one_pool_with_leader_address(fleet: Fleet
         assert leader["value"].startswith("gang-"), leader
 
 
-def test_second_run_changes_nothing(fleet: Fleet) -> None:
-    def snapshot() -> dict[str, Any]:
-        # Deployment generations (a spec change bumps them) and every owned pod's uid (nothing was recreated).
-        # LeaderWorkerSet generations are left out: LWS's own webhook bumps them on any update, even a no-op apply.
-        return {
-            h: (
-                {
-                    d["metadata"]["name"]: d["metadata"]["generation"]
-                    for d in fleet.list(h, "apps", "v1", "deployments", OWNER)
-                },
-                sorted(p["metadata"]["uid"] for p in fleet.list(h, "", "v1", "pods", OWNER)),
-            )
-            for h in fleet.names
+def owned_versions(fleet: Fleet) -> dict[str, dict[str, str]]:
+    """Every owned serving object's resourceVersion (any write, even a no-op apply that LWS's webhook turns into a
+    generation bump, changes it) and every owned pod's uid (nothing was recreated)."""
+    kinds = (
+        ("", "v1", "services"),
+        ("apps", "v1", "deployments"),
+        ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        ("resource.k8s.io", "v1", "resourceclaimtemplates"),
+    )
+    return {
+        h: {
+            **{
+                f"{plural}/{o['metadata']['namespace']}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+                for group, version, plural in kinds
+                for o in fleet.list(h, group, version, plural, OWNER)
+            },
+            **{
+                f"pod-uid/{p['metadata']['name']}": p["metadata"]["uid"] for p in fleet.list(h, "", "v1", "pods", OWNER)
+            },
         }
+        for h in fleet.names
+    }
 
-    before = snapshot()
+
+def test_second_run_changes_nothing(fleet: Fleet) -> None:
+    before = owned_versions(fleet)
     out = fleet.playbook("deploy.yml").stdout
     counts = recap(out)
     assert set(counts) == set(fleet.names)
     assert all(c["changed"] == 0 for c in counts.values()), counts
-    assert snapshot() == before
+    assert owned_versions(fleet) == before  # not a single write to an owned object
+
+
+def test_a_value_changed_by_hand_is_put_back(fleet: Fleet) -> None:
+    host, name = next((h, r) for (h, _i), r in replicas(fleet, "chat").items())
+    (dep,) = [d for d in fleet.list(host, "apps", "v1", "deployments", OWNER) if d["metadata"]["name"].startswith(name)]
+    image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
+    patch = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": dep["spec"]["template"]["spec"]["containers"][0]["name"],
+                            "image": "example.invalid/hand-edited:1",
+                        }
+                    ]
+                }
+            }
+        }
+    }
+    fleet.apps(host).patch_namespaced_deployment(dep["metadata"]["name"], dep["metadata"]["namespace"], patch)
+    out = fleet.playbook("deploy.yml").stdout
+    assert recap(out)[fleet.names[0]]["changed"] >= 1
+    again = fleet.apps(host).read_namespaced_deployment(dep["metadata"]["name"], dep["metadata"]["namespace"])
+    assert again.spec.template.spec.containers[0].image == image
+    assert_all_ready(fleet)
 
 
 def test_scale_up_then_down_is_sticky(fleet: Fleet) -> None:
@@ -308,7 +344,9 @@ def test_api_server_lost_mid_run_is_reported(fleet: Fleet) -> None:
         assert proc.returncode != 0, out[-3000:]
         assert re.search(rf"Clusters not reconciled this run.*{victim}", out), out[-3000:]
         # the victim's reconcile failed; the others finished
-        named = re.search(r"Clusters not reconciled this run \(their replicas were kept where they are\): ([^.]*)\.", out)
+        named = re.search(
+            r"Clusters not reconciled this run \(their replicas were kept where they are\): ([^.]*)\.", out
+        )
         assert named and named.group(1).split(", ") == [victim], (victim, out[-4000:])
     finally:
         fleet.localfleet("start", victim)

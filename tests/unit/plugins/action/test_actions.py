@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pkgutil
 
 import pytest
@@ -17,7 +18,7 @@ ACTIONS = sorted(m.name for m in pkgutil.iter_modules(action_pkg.__path__))
 def test_every_action_plugin_uses_the_base():
     import importlib
 
-    assert ACTIONS == ["fleet_info", "fleet_manifests", "fleet_placement", "manifest_dir"]
+    assert ACTIONS == ["fleet_apply", "fleet_info", "fleet_manifests", "fleet_placement", "fleet_read", "manifest_dir"]
     for name in ACTIONS:
         cls = importlib.import_module(f"ansible_collections.gpufleet.serving.plugins.action.{name}").ActionModule
         assert issubclass(cls, GpufleetAction) and name == cls.MODULE
@@ -32,7 +33,7 @@ def test_an_unknown_option_fails_with_the_one_shape(name):
     assert result["errors"] and set(result["errors"][0]) == {"path", "reason"}
 
 
-@pytest.mark.parametrize("name", ["fleet_manifests", "fleet_placement", "manifest_dir"])
+@pytest.mark.parametrize("name", ["fleet_apply", "fleet_manifests", "fleet_placement", "fleet_read", "manifest_dir"])
 def test_a_missing_required_option_fails_with_the_one_shape(name):
     result = run_action(name, {})
     assert result["failed"] is True and result["msg"].startswith(f"{name}: ")
@@ -133,3 +134,65 @@ def test_manifest_dir_turns_bad_objects_into_the_one_shape(tmp_path):
     result = run_action("manifest_dir", {"path": str(tmp_path), "cluster": "c1", "objects": [{"kind": "ConfigMap"}]})
     assert result["failed"] is True and result["msg"].startswith("manifest_dir: ")
     assert result["errors"][0]["path"] == ""
+
+
+def _closed_port_kubeconfig(tmp_path) -> str:
+    """A kubeconfig for an API server that is not there (nothing listens on port 1): a cluster that cannot be reached."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "gone", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "secret-token-never-printed"}}],
+                "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}],
+                "current-context": "gone",
+            }
+        )
+    )
+    return str(path)
+
+
+def test_fleet_read_names_a_cluster_it_cannot_read(tmp_path):
+    result = run_action(
+        "fleet_read",
+        {
+            "connections": {"gone": {"kubeconfig": _closed_port_kubeconfig(tmp_path)}},
+            "reads": [{"api_version": "v1", "kind": "Service"}],
+            "request_timeout": 5,
+        },
+    )
+    assert not result.get("failed"), result
+    assert result["unreachable_clusters"] == ["gone"] and result["objects_by_cluster"] == {}
+    assert "secret-token-never-printed" not in str(result)
+
+
+def test_fleet_apply_records_state_but_keeps_a_failed_cluster_as_it_was(tmp_path):
+    state = tmp_path / "state.json"
+    previous = [{"deployment": "chat", "cluster": "gone", "index": 0, "replica": "chat-old"}]
+    state.write_text(json.dumps(previous))
+    replicas = [
+        {"deployment": "chat", "cluster": "gone", "index": 0, "replica": "chat-new"},
+        {"deployment": "chat", "cluster": "idle", "index": 1, "replica": "chat-idle"},
+    ]
+    result = run_action(
+        "fleet_apply",
+        {
+            "connections": {"gone": {"kubeconfig": _closed_port_kubeconfig(tmp_path)}},
+            "objects_by_cluster": {"gone": [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}}]},
+            "state_file": str(state),
+            "replicas": replicas,
+            "request_timeout": 5,
+        },
+    )
+    assert result["failed"] is True and result["msg"].startswith("fleet_apply: clusters not reconciled: gone: ")
+    assert set(result["failed_clusters"]) == {"gone"}
+    assert "secret-token-never-printed" not in str(result)
+    # the failed cluster keeps what was recorded for it; the others get this run's placement
+    assert sorted(r["replica"] for r in json.loads(state.read_text())) == ["chat-idle", "chat-old"]
+
+
+def test_fleet_apply_refuses_objects_for_a_cluster_it_cannot_reach():
+    result = run_action("fleet_apply", {"connections": {}, "objects_by_cluster": {"x": [{"kind": "Service"}]}})
+    assert result["failed"] is True and "without a connection: x" in result["msg"]
