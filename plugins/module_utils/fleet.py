@@ -61,22 +61,6 @@ class Fleet:
 
     # -- normalised, JSON-able views ---------------------------------------------------------------------------------
 
-    def placement_clusters(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Clusters in the shape ``replica_placement`` takes: ``{name, pools: [{name, class, nodes}], taints, ready}``."""
-        wanted = sorted(self.clusters) if names is None else list(names)
-        out = []
-        for name in wanted:
-            c = self.clusters[name]
-            out.append(
-                {
-                    "name": c.name,
-                    "pools": [{"name": p.name, "class": p.class_, "nodes": p.node_count} for p in c.node_pools],
-                    "taints": [t.model_dump(exclude_none=True) for t in c.taints],
-                    "ready": c.ready,
-                }
-            )
-        return out
-
     def classes_dict(self) -> dict[str, Any]:
         return {name: cls.model_dump(by_alias=True, exclude_none=True) for name, cls in self.classes.items()}
 
@@ -85,6 +69,8 @@ class Fleet:
         for name in sorted(self.clusters):
             c = self.clusters[name]
             item = c.model_dump(by_alias=True, exclude_none=True)
+            # Each cluster once: its node pools as placement reads them (name, class, nodes) with the class's devices.
+            item.pop("node_pools", None)
             item["pools"] = [
                 {
                     "name": p.name,
@@ -110,7 +96,6 @@ class Fleet:
             caches.append(item)
         return {
             "clusters": clusters,
-            "placement_clusters": self.placement_clusters(),
             "classes": self.classes_dict(),
             "deployments": deployments,
             "caches": caches,

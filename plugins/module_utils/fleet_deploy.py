@@ -152,7 +152,7 @@ def place_fleet(
     Classes, clusters and observed records are validated once for the whole fleet, each deployment once.
     """
     require_pydantic()
-    by_name = fleet_clusters(fleet["placement_clusters"], unreachable=unreachable, drained=drained, cordoned=cordoned)
+    by_name = fleet_clusters(fleet["clusters"], unreachable=unreachable, drained=drained, cordoned=cordoned)
     classes = validate_classes(fleet["classes"])
     models = {c.name: c for c in validate_clusters(list(by_name.values()), classes)}
     names = [d["name"] for d in fleet["deployments"]]
@@ -183,7 +183,7 @@ def fleet_manifests(fleet: Mapping[str, Any], replicas: Iterable[Mapping[str, An
     placed: dict[str, list[Mapping[str, Any]]] = {}
     for r in replicas:
         placed.setdefault(r["deployment"], []).append(r)
-    out: dict[str, list[dict[str, Any]]] = {c["name"]: [] for c in fleet["placement_clusters"]}
+    out: dict[str, list[dict[str, Any]]] = {c["name"]: [] for c in fleet["clusters"]}
     for dep_data in fleet["deployments"]:
         mine = placed.get(dep_data["name"])
         if not mine:

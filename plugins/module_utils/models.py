@@ -389,7 +389,7 @@ class Cluster(_Strict):
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Clusters as placement sees them: ``fleet_info``'s ``placement_clusters`` (design.md §4 ``clusters``)
+# Clusters as placement sees them: ``fleet_info``'s ``clusters`` (design.md §4 ``clusters``); other keys are ignored
 # --------------------------------------------------------------------------------------------------------------------
 
 
@@ -501,6 +501,25 @@ class GatewayRef(_Strict):
     name: str
     namespace: str | None = None
     section_name: str | None = None
+
+
+class ExtraMetadata(_Strict):
+    """Extra metadata for every rendered object (``serving_manifests``' ``labels`` / ``annotations``)."""
+
+    labels: dict[str, str] = Field(default_factory=dict, strict=True)
+    annotations: dict[str, str] = Field(default_factory=dict, strict=True)
+
+    @field_validator("labels")
+    @classmethod
+    def _label_syntax(cls, value: dict[str, str]) -> dict[str, str]:
+        from ansible_collections.gpufleet.serving.plugins.module_utils.contract import is_label_key, is_label_value
+
+        for key, item in value.items():
+            if not is_label_key(key):
+                raise ValueError(f"{key!r} is not a valid label key")
+            if not is_label_value(item):
+                raise ValueError(f"{key!r}: {item!r} is not a valid label value")
+        return value
 
 
 class KServeOptions(_Strict):

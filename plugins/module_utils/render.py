@@ -69,14 +69,13 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     MANAGED_BY,
     MANAGED_LABEL_KEYS,
     NODE_POOL_LABEL,
-    is_label_key,
-    is_label_value,
     k8s_name,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import deployment_reference_errors
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     Engine,
+    ExtraMetadata,
     GatewayRef,
     Member,
     ModelCache,
@@ -129,22 +128,6 @@ class RenderOptions:
 _Pod = tuple[dict[str, Any], dict[str, Any]]  # (pod metadata, pod spec)
 
 
-def _label_map(value: Any, what: str, *, check_label_syntax: bool) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise GpufleetError(f"{what} must be a mapping of string to string (got {type(value).__name__})")
-    for key, item in value.items():
-        if not isinstance(item, str):
-            raise GpufleetError(f"{what}[{key!r}] must be a string (got {type(item).__name__})")
-        if check_label_syntax:
-            if not is_label_key(key):
-                raise GpufleetError(f"{what}: {key!r} is not a valid label key")
-            if not is_label_value(item):
-                raise GpufleetError(f"{what}[{key!r}]: {item!r} is not a valid label value")
-    return dict(value)
-
-
 # --------------------------------------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------------------------------------
@@ -181,10 +164,15 @@ def render_serving_manifests(
         raise GpufleetError(f"deployment must be a mapping (got {type(deployment).__name__})")
 
     dep, cache = prepare_deployment(deployment, caches)
+    extra: ExtraMetadata = parse(
+        ExtraMetadata,
+        {"labels": to_plain(labels, "labels") or {}, "annotations": to_plain(annotations, "annotations") or {}},
+        "",
+    )
     options = RenderOptions(
         gateway=None if gateway is None else parse(GatewayRef, to_plain(gateway, "gateway"), "gateway"),
-        labels=_label_map(to_plain(labels, "labels"), "labels", check_label_syntax=True),
-        annotations=_label_map(to_plain(annotations, "annotations"), "annotations", check_label_syntax=False),
+        labels=extra.labels,
+        annotations=extra.annotations,
     )
     records = ReplicaRecord.parse_list(replicas, "replicas")
     return render_replicas(dep, records, cluster, cache, options)
@@ -561,7 +549,7 @@ def _pod(
     managed[LABEL_ROLE] = member.role.lower()
     if serving:
         managed[LABEL_ENDPOINT] = "true"
-    user_labels = _label_map(user_meta.get("labels"), f"{where} metadata.labels", check_label_syntax=True)
+    user_labels = parse(ExtraMetadata, {"labels": user_meta.get("labels") or {}}, f"{where} metadata").labels
     meta: dict[str, Any] = {k: v for k, v in user_meta.items() if k not in ("labels", "name", "namespace")}
     meta["labels"] = _labels(ctx, managed, user_labels)
     return meta, spec

@@ -101,11 +101,6 @@ fleet:
               devices:
                 - {name: gpu, driver: gpu.nvidia.com, claim: DRA, count: 1,
                    attributes: {productName: {string: NVIDIA L4}}, capacity: {memory: {value: 23034Mi}}}
-    placement_clusters:
-      description: Clusters in the shape M(gpufleet.serving.replica_placement) takes for O(gpufleet.serving.replica_placement#module:clusters).
-      type: list
-      elements: dict
-      sample: [{name: gke-us-central1, pools: [{name: l4, class: l4-1x, nodes: 4}], taints: [], ready: true}]
     classes:
       description: Inference classes keyed by name, normalised.
       type: dict

@@ -55,7 +55,7 @@ options:
     required: true
   clusters:
     description:
-      - The deployment's candidate clusters, for example the C(placement_clusters) of
+      - The deployment's candidate clusters, for example the C(clusters) of
         M(gpufleet.serving.fleet_info) restricted to the deployment's C(candidate_clusters).
       - "Each item: C(name), C(pools) (a list of C({name, class, nodes}) in preference order), C(taints) (a list of
         C({key, value, effect}) with C(effect) V(NoSchedule) or V(NoExecute); default none) and C(ready) (default
@@ -101,7 +101,7 @@ EXAMPLES = r"""
 - name: Place qwen-demo on its candidate clusters
   gpufleet.serving.replica_placement:
     deployment: "{{ gpufleet_model_deployments | selectattr('name', 'eq', 'qwen-demo') | first }}"
-    clusters: "{{ fleet.fleet.placement_clusters | selectattr('name', 'in', candidates) }}"
+    clusters: "{{ fleet.fleet.clusters | selectattr('name', 'in', candidates) }}"
     classes: "{{ gpufleet_inference_classes }}"
     replicas: "{{ observed_replicas | default([]) }}"
   vars:
@@ -118,7 +118,7 @@ EXAMPLES = r"""
 - name: Place every deployment in turn, each run seeing the replicas placed before it
   gpufleet.serving.replica_placement:
     deployment: "{{ item }}"
-    clusters: "{{ fleet.fleet.placement_clusters | selectattr('name', 'in', item_candidates) }}"
+    clusters: "{{ fleet.fleet.clusters | selectattr('name', 'in', item_candidates) }}"
     classes: "{{ gpufleet_inference_classes }}"
     replicas: "{{ fleet_replicas | default([]) }}"
   vars:

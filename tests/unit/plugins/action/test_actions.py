@@ -49,7 +49,7 @@ def _fleet(task_vars):
 def test_fleet_info_validates_and_returns_the_contract(example_task_vars):
     result = _fleet(example_task_vars)
     assert result["changed"] is False
-    assert sorted(c["name"] for c in result["fleet"]["placement_clusters"]) == sorted(example_task_vars["hostvars"])
+    assert sorted(c["name"] for c in result["fleet"]["clusters"]) == sorted(example_task_vars["hostvars"])
     assert result["contract"]["serving_owner_selector"][1] == "gpufleet.io/component=serving"
     assert any(line.startswith("CLUSTER") for line in result["summary"])
 

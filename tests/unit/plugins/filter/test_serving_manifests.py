@@ -41,7 +41,7 @@ def _case() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         ((), {}, "cluster is required"),
         ((), {"cluster": 3}, "cluster must be the name of the cluster"),
         ((), {"cluster": "onprem-a", "gateway": {"nam": "gw"}}, "gateway.name: is required"),
-        ((), {"cluster": "onprem-a", "labels": ["x"]}, "labels must be a mapping"),
+        ((), {"cluster": "onprem-a", "labels": ["x"]}, "labels: must be a mapping (got list)"),
     ],
 )
 def test_argument_errors_are_ansible_filter_errors(args, kwargs, fragment):

@@ -31,13 +31,14 @@ def test_example_fleet_is_valid_and_normalised():
     assert out["deployments"][0]["backend"] == "auto"
     assert out["deployments"][0]["engines"][0]["copies"] == 1
     assert out["clusters"][0]["ready"] is True
-    # Placement input shape (design.md §4).
-    assert out["placement_clusters"][0] == {
-        "name": "eks-us-east-1",
-        "pools": [{"name": "a10g", "class": "a10g-1x", "nodes": 3}, {"name": "p5", "class": "h100-8x-ib", "nodes": 1}],
-        "taints": [],
-        "ready": True,
-    }
+    # Each cluster once, in the shape placement reads (design.md §4); no second copy of the pools.
+    eks = out["clusters"][0]
+    assert "node_pools" not in eks and "placement_clusters" not in out
+    assert [{k: p[k] for k in ("name", "class", "nodes")} for p in eks["pools"]] == [
+        {"name": "a10g", "class": "a10g-1x", "nodes": 3},
+        {"name": "p5", "class": "h100-8x-ib", "nodes": 1},
+    ]
+    assert (eks["name"], eks["taints"], eks["ready"]) == ("eks-us-east-1", [], True)
 
 
 def test_summary_table_lists_clusters_pools_and_deployments():

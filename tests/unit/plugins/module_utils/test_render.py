@@ -735,7 +735,9 @@ def test_managed_labels_cannot_be_overridden():
     with pytest.raises(GpufleetError, match="not a valid label value"):
         render(dep, labels={"team": "has space"})
     member["template"]["metadata"]["labels"]["replicas"] = 3
-    with pytest.raises(GpufleetError, match=r"Standalone template metadata\.labels\['replicas'\] must be a string"):
+    with pytest.raises(
+        GpufleetError, match=r"Standalone template metadata\.labels\.replicas: must be a string \(got 3\)"
+    ):
         render(dep)
 
 
@@ -950,7 +952,7 @@ def test_renders_what_replica_placement_returns_for_the_example_fleet():
     fleet = validate_fleet(
         classes=data["classes"], hosts=data["hosts"], deployments=data["deployments"], caches=data["caches"]
     )
-    clusters = fleet.placement_clusters()
+    clusters = fleet.to_dict()["clusters"]
     rendered: dict[str, int] = {}
     for dep in data["deployments"]:
         result = placement.place(deployment=dep, clusters=clusters, classes=data["classes"])
