@@ -35,6 +35,17 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import pending_workloads, wait_ready
 
+# Imported when this file is: the action plugins import it at the top, and Ansible imports action plugins in the
+# ansible-playbook process before it forks a worker per task, so the kubernetes package (over half a second to import)
+# is imported once per run instead of once per task.
+try:
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as _K8S_CLIENT
+
+    _K8S_IMPORT_ERROR = ""
+except ImportError as _exc:  # pragma: no cover - the collection's requirements name both
+    _K8S_CLIENT = None
+    _K8S_IMPORT_ERROR = str(_exc)
+
 Obj = dict[str, Any]
 Key = tuple[str, str, str, str]  # apiVersion, kind, namespace, name
 T = TypeVar("T")
@@ -139,13 +150,11 @@ def recorded_placement(
 
 
 def _k8s() -> Any:
-    try:
-        from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client
-    except ImportError as exc:  # pragma: no cover - the collection's requirements name both
+    if _K8S_CLIENT is None:
         raise GpufleetError(
-            f"the kubernetes.core collection and the kubernetes Python package are required ({exc})"
-        ) from None
-    return client
+            f"the kubernetes.core collection and the kubernetes Python package are required ({_K8S_IMPORT_ERROR})"
+        )
+    return _K8S_CLIENT
 
 
 def _reason(exc: BaseException) -> str:
