@@ -56,6 +56,11 @@ HASH_READ_SIZE = 8 * MiB  # read-back unit when hashing chunks in order
 DEFAULT_CHUNK = 32 * MiB  # byte range fetched by one request
 MIN_CHUNK = 64 * KiB
 
+# Secrets of an http(s) source, from the environment (the Job maps them from Kubernetes Secrets).
+HTTP_USERNAME_ENV = "GPUFLEET_HTTP_USERNAME"
+HTTP_PASSWORD_ENV = "GPUFLEET_HTTP_PASSWORD"
+SOURCE_URL_ENV = "GPUFLEET_SOURCE_URL"
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -81,6 +86,9 @@ sources:
 
 environment:
   HF_TOKEN, HF_ENDPOINT                         Hugging Face token and hub URL
+  GPUFLEET_HTTP_USERNAME, GPUFLEET_HTTP_PASSWORD http(s): basic auth user and password
+  GPUFLEET_SOURCE_URL                           http(s): the full URL to fetch (e.g. presigned); scheme, host
+                                                and path must match --source, which is all that is shown
   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,     S3 credentials (any boto3 credential source works;
   AWS_SESSION_TOKEN, AWS_REGION                 none at all means anonymous access)
   AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL         S3 endpoint when --endpoint-url is not given
@@ -528,6 +536,21 @@ class HttpSource(HttpBase):
             self.uri = urllib.parse.urlunsplit(
                 (parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, parts.query, "")
             )
+        elif os.environ.get(HTTP_USERNAME_ENV):
+            self._user = os.environ[HTTP_USERNAME_ENV]
+            self._password = os.environ.get(HTTP_PASSWORD_ENV, "")
+        # The URL requests go to: --source, or the full URL (a presigned one) from a Secret. --source stays the
+        # identity (a new signature is not a new source) and is all that is ever shown.
+        self.fetch_url = self.uri
+        secret_url = os.environ.get(SOURCE_URL_ENV)
+        if secret_url:
+            full = urllib.parse.urlsplit(secret_url.strip())
+            if (full.scheme, full.hostname, full.port, full.path) != (parts.scheme, parts.hostname, parts.port, parts.path):
+                raise UsageError(
+                    f"${SOURCE_URL_ENV} (from the cache's url_secret) does not point at {self.display()}: scheme, "
+                    "host and path must match --source"
+                )
+            self.fetch_url = secret_url.strip()
         name = urllib.parse.unquote(parts.path.rstrip("/").rsplit("/", 1)[-1]) if parts.path else ""
         if not name or parts.path.endswith("/"):
             raise UsageError(
@@ -549,7 +572,7 @@ class HttpSource(HttpBase):
 
     def plan(self) -> tuple[str | None, list[RemoteFile]]:
         what = self.display()
-        resp = self._get(self.uri, {"Range": "bytes=0-0"}, what)
+        resp = self._get(self.fetch_url, {"Range": "bytes=0-0"}, what)
         try:
             headers = resp.headers
             crange = headers.get("Content-Range", "")
@@ -572,7 +595,7 @@ class HttpSource(HttpBase):
         else:
             source_id = f"size:{size}"
         resolved = etag or modified
-        rf = RemoteFile(self.name, size, source_id, dict(self.expect), ranges=ranges, ref=(self.uri, etag))
+        rf = RemoteFile(self.name, size, source_id, dict(self.expect), ranges=ranges, ref=(self.fetch_url, etag))
         return resolved, [rf]
 
 
