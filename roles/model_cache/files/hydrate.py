@@ -545,7 +545,12 @@ class HttpSource(HttpBase):
         secret_url = os.environ.get(SOURCE_URL_ENV)
         if secret_url:
             full = urllib.parse.urlsplit(secret_url.strip())
-            if (full.scheme, full.hostname, full.port, full.path) != (parts.scheme, parts.hostname, parts.port, parts.path):
+            if (full.scheme, full.hostname, full.port, full.path) != (
+                parts.scheme,
+                parts.hostname,
+                parts.port,
+                parts.path,
+            ):
                 raise UsageError(
                     f"${SOURCE_URL_ENV} (from the cache's url_secret) does not point at {self.display()}: scheme, "
                     "host and path must match --source"
