@@ -464,6 +464,46 @@ def _http_error(exc: BaseException, what: str) -> HydrateError:
     return HydrateError(f"{what}: {type(exc).__name__}: {exc}")
 
 
+def check_response_length(
+    what: str,
+    size: int | None,
+    start: int,
+    end: int | None,
+    *,
+    ranged: bool,
+    content_length: Any = None,
+    content_range: str | None = None,
+) -> None:
+    """Check a response against what was asked for: bytes [start, end) of a file of ``size`` bytes (the size the
+    listing or the range probe reported). A server whose answer disagrees (another total, another range, another
+    length) would make the hydrator store a truncated or padded file of the "right" size: refuse it (exit 6)."""
+    if ranged and content_range:
+        m = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", content_range.strip())
+        if not m:
+            raise DigestError(f"{what}: unusable Content-Range {content_range!r} for bytes {start}-")
+        first, last, total = int(m.group(1)), int(m.group(2)), m.group(3)
+        if size is not None and total != "*" and int(total) != size:
+            raise DigestError(
+                f"{what}: size mismatch: the source listed {size} bytes, the server now says {total} "
+                "(the file changed, or the server's range answers disagree); nothing of it is kept"
+            )
+        want_last = (end if end is not None else (size if size is not None else last + 1)) - 1
+        if first != start or last != want_last:
+            raise DigestError(f"{what}: asked for bytes {start}-{want_last}, the server sent {first}-{last}")
+        expected = last - first + 1
+    elif ranged and end is not None:
+        expected = end - start  # no Content-Range (some S3-compatible servers): the length must still be right
+    elif not ranged and size is not None:
+        expected = size  # a whole-file answer must be the whole file
+    else:
+        return
+    if content_length not in (None, "") and (not str(content_length).isdigit() or int(content_length) != expected):
+        raise DigestError(
+            f"{what}: size mismatch: expected {expected} bytes, the server announces Content-Length {content_length}; "
+            "nothing of it is kept"
+        )
+
+
 class HttpBase(Source):
     timeout = 60.0
 
@@ -495,25 +535,33 @@ class HttpBase(Source):
                 headers["If-Range"] = etag
         what = f"{self.display()}: {rf.path}"
         resp = self._get(url, headers, what)
-        status = resp.status
-        if ranged:
+        try:
+            encoding = resp.headers.get("Content-Encoding", "identity")
+            if encoding not in ("identity", ""):
+                raise HydrateError(f"{what}: server applied Content-Encoding {encoding!r}; cannot verify sizes")
+            status = resp.status
             crange = resp.headers.get("Content-Range", "")
             m = re.match(r"bytes (\d+)-(\d+)/(\d+|\*)", crange)
-            if status != 206 and not m:
-                if start == 0:  # server ignored Range: read the head of the full body
-                    return _UrlReader(resp, what)
-                resp.close()
-                raise TransientError(f"{what}: server ignored the byte range or the file changed (HTTP {status})")
-            if m and int(m.group(1)) != start:
-                resp.close()
+            if ranged and status != 206 and not m:
+                if start != 0:
+                    raise TransientError(f"{what}: server ignored the byte range or the file changed (HTTP {status})")
+                ranged = False  # server ignored Range: read the head of the full body, whose length is checked below
+            elif ranged and m and int(m.group(1)) != start:
                 raise TransientError(f"{what}: server answered range {crange!r} for bytes {start}-")
-        elif start > 0:
+            elif not ranged and start > 0:
+                raise HydrateError(f"{what}: cannot resume: the server does not support byte ranges")
+            check_response_length(
+                what,
+                rf.size,
+                start,
+                end,
+                ranged=ranged,
+                content_length=resp.headers.get("Content-Length"),
+                content_range=crange,
+            )
+        except BaseException:
             resp.close()
-            raise HydrateError(f"{what}: cannot resume: the server does not support byte ranges")
-        encoding = resp.headers.get("Content-Encoding", "identity")
-        if encoding not in ("identity", ""):
-            resp.close()
-            raise HydrateError(f"{what}: server applied Content-Encoding {encoding!r}; cannot verify sizes")
+            raise
         return _UrlReader(resp, what)
 
 
@@ -887,9 +935,19 @@ class S3Source(Source):
             resp = self.client().get_object(**kwargs)
         except Exception as exc:
             raise _s3_error(exc, what) from None
-        if end is not None and int(resp.get("ContentLength", -1)) != end - start:
+        try:
+            check_response_length(
+                what,
+                rf.size,
+                start,
+                end,
+                ranged=end is not None,
+                content_length=resp.get("ContentLength"),
+                content_range=resp.get("ContentRange"),
+            )
+        except BaseException:
             resp["Body"].close()
-            raise TransientError(f"{what}: asked for {end - start} bytes at {start}, got {resp.get('ContentLength')}")
+            raise
         return _S3Reader(resp["Body"], what)
 
     def explain_mismatch(self, rf: RemoteFile, algos: list[str]) -> str | None:
