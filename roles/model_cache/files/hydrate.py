@@ -51,7 +51,7 @@ MANIFEST_FORMAT = 1
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
-READ_SIZE = 1 * MiB  # network read / disk write unit (hashed while still in cache)
+READ_SIZE = 4 * MiB  # network read / disk write unit (hashed while still in cache)
 HASH_READ_SIZE = 8 * MiB  # read-back unit when hashing chunks in order
 DEFAULT_CHUNK = 32 * MiB  # byte range fetched by one request
 MIN_CHUNK = 64 * KiB
@@ -802,13 +802,27 @@ def _s3_error(exc: BaseException, what: str) -> HydrateError:
 
 
 class _S3Reader(Reader):
+    """The body of a GetObject. When botocore's stream is a plain (not content-decoded) urllib3 response over
+    http.client, bytes are read straight into a reusable buffer (one copy, no allocation per block); the length is
+    checked by the caller against the requested range either way."""
+
     def __init__(self, body: Any, what: str) -> None:
         self.body = body
         self.what = what
+        raw = getattr(body, "_raw_stream", None)
+        fp = getattr(raw, "_fp", None)
+        plain = raw is not None and not getattr(raw, "_decoder", None) and not getattr(raw, "decode_content", True)
+        self.fast = fp if plain and callable(getattr(fp, "readinto", None)) else None
 
     def read(self, n: int) -> Any:
         try:
+            if self.fast is not None:
+                buf = _buffer("net", READ_SIZE)
+                got = self.fast.readinto(buf[: min(n, len(buf))])
+                return buf[:got]
             return self.body.read(n)
+        except HydrateError:
+            raise
         except Exception as exc:
             raise _s3_error(exc, self.what) from None
 
@@ -1290,6 +1304,7 @@ class Hydrator:
         self._pending = 0
         self._cond = threading.Condition()
         self.pool: ThreadPoolExecutor | None = None
+        self.streams = 1  # parallel range streams per file (set by _download)
         self.created_dirs: set[str] = set()
         self.touched_dirs: set[str] = set()
         self.results: dict[str, dict[str, Any]] = {}
@@ -1745,19 +1760,32 @@ class Hydrator:
         return order
 
     def _job_tasks(self, job: FileJob) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
+        """A file's work: its missing chunks as at most ``self.streams`` tasks, each fetching a contiguous run of
+        chunks in order. One worker streaming a run in order lands every block at the hash cursor, so it is hashed
+        from memory while it is still in cache; only the starts of the other runs are ever read back."""
         if job.rf.size == 0:
             return [(self._finalize, (job,))]
         tasks: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         if any(job.done):  # resumed chunks: hash them (and finalize if nothing is missing)
             tasks.append((self._advance, (job,)))
-        tasks.extend((self._fetch_chunk, (job, i)) for i, d in enumerate(job.done) if not d)
+        todo = [i for i, d in enumerate(job.done) if not d]
+        streams = max(1, min(len(todo), self.streams))
+        per = -(-len(todo) // streams) if todo else 1
+        tasks.extend((self._fetch_chunks, (job, todo[g : g + per])) for g in range(0, len(todo), per))
         return tasks
+
+    def _fetch_chunks(self, job: FileJob, indexes: list[int]) -> None:
+        for i in indexes:
+            self._fetch_chunk(job, i)
 
     def _download(self, jobs: list[FileJob]) -> None:
         progress = self.progress
         if progress is None:  # pragma: no cover
             raise HydrateError("internal error: no progress")
         progress.start()
+        # Parallel streams per file: all workers on one file, one each when there are as many files as workers.
+        fetching = sum(1 for job in jobs if job.rf.size != 0 and not all(job.done))
+        self.streams = max(1, -(-self.args.workers // max(1, fetching)))
         self.pool = ThreadPoolExecutor(self.args.workers, thread_name_prefix="hydrate")
         try:
             for fn, a in self._task_order(jobs):
@@ -2012,6 +2040,25 @@ class Hydrator:
 # --------------------------------------------------------------------------- command line
 
 
+def usable_cpus() -> float:
+    """CPUs this process may use: its affinity mask, capped by a cgroup v2 CPU quota (a container's CPU limit)."""
+    try:
+        cpus: float = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    with contextlib.suppress(OSError, ValueError):
+        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1.0, int(quota) / int(period)))
+    return cpus
+
+
+def default_workers() -> int:
+    """Hashing (MD5 against the source, sha256 for the manifest) keeps a worker busy: two per usable CPU, 2 to 8."""
+    return max(2, min(8, int(2 * usable_cpus())))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hydrate.py",
@@ -2031,7 +2078,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--include", action="append", metavar="GLOB", help="only files matching (repeatable; '*' crosses '/')"
     )
     p.add_argument("--exclude", action="append", metavar="GLOB", help="skip files matching (repeatable)")
-    p.add_argument("--workers", type=int, default=8, metavar="N", help="parallel requests (default 8)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="parallel requests (default: 2 per usable CPU, at least 2 and at most 8: every byte is hashed twice, "
+        "so more threads than that only take turns)",
+    )
     p.add_argument(
         "--chunk-size",
         type=parse_size,
@@ -2071,6 +2125,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.workers is None:
+        args.workers = default_workers()
     if args.workers < 1 or args.retries < 0 or args.digest_retries < 0:
         parser.error("--workers must be >= 1 and --retries/--digest-retries >= 0")
     log = Log(args.log_format)
