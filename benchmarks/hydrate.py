@@ -246,7 +246,7 @@ def main() -> int:
             ],
         }  # fmt: skip
         # warm-up (untimed): the server computes and caches MD5 ETags on its first listing
-        timed(variants["hydrator --no-verify-etag (sha256)"], env, server)
+        timed(variants["hydrator --no-verify-etag (sha256 only)"], env, server)
         results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
         for run in range(opts.runs):
             for name, cmd in variants.items():

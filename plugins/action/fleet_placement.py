@@ -44,6 +44,7 @@ class ActionModule(GpufleetAction):
                 name: {k: v for k, v in res.items() if k != "replicas"} for name, res in outcome.results.items()
             },
             "shortfalls": outcome.shortfalls(),
+            "status": outcome.statuses(),
             "table": outcome.table(),
             "explain": outcome.explain(),
             "render_token": token,

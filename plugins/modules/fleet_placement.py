@@ -125,6 +125,14 @@ explain:
   type: list
   elements: str
   sample: ["llama-70b: 1/2 scheduled - ...", "  gke-us-central1/l4: request gpu: selector ... is false"]
+status:
+  description:
+    - Per deployment, C(Ready) when every desired replica is placed, C(Degraded) when some could not be (the
+      deployment is in C(shortfalls)). A degraded deployment does not fail the task; the M(gpufleet.serving.model_deployment)
+      role fails before writing anything only when C(gpufleet_fail_on_unschedulable) is set.
+  returned: success
+  type: dict
+  sample: {qwen-demo: Ready, too-big: Degraded}
 render_token:
   description:
     - A fingerprint of the render directory taken just before it was read (empty when it does not exist yet), or
