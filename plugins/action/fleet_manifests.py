@@ -8,7 +8,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
-from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import sync
+from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -17,27 +17,22 @@ class ActionModule(GpufleetAction):
 
     def execute(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         objects = fleet_manifests(args["fleet"], args["replicas"])
-        written: list[str] = []
-        removed: list[str] = []
-        unchanged = 0
+        result: dict[str, Any] = {"written": [], "removed": [], "unchanged": 0, "removed_clusters": []}
         if args["render_dir"]:
-            # Everything is rendered above before the first file is written.
+            # Everything is rendered above, and every cluster planned below, before the first file is written; the
+            # commit writes all clusters or none.
+            txn = Transaction(
+                args["render_dir"], check_mode=bool(self._task.check_mode), expect_token=args["render_token"]
+            )
             for cluster, objs in objects.items():
-                outcome = sync(
-                    args["render_dir"],
-                    cluster,
-                    objs,
-                    SERVING_OWNER,
-                    prune=args["prune"],
-                    check_mode=bool(self._task.check_mode),
-                )
-                written += outcome.written
-                removed += outcome.removed
-                unchanged += outcome.unchanged
-        return {
-            "changed": bool(written or removed),
-            "objects_by_cluster": objects,
-            "written": written,
-            "removed": removed,
-            "unchanged": unchanged,
-        }
+                txn.plan(cluster, objs, SERVING_OWNER, prune=args["prune"])
+            if args["prune"]:
+                txn.prune_other_clusters(objects, SERVING_OWNER)
+            outcome = txn.commit()
+            result = {
+                "written": outcome.written,
+                "removed": outcome.removed,
+                "unchanged": outcome.unchanged,
+                "removed_clusters": outcome.removed_clusters,
+            }
+        return {"changed": bool(result["written"] or result["removed"]), "objects_by_cluster": objects, **result}

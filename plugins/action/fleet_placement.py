@@ -8,7 +8,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import observed_replicas, place_fleet
-from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects
+from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects, recover, tree_token
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -18,7 +18,12 @@ class ActionModule(GpufleetAction):
     def execute(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         unreachable = set(args["unreachable"])
         objects = list(args["observed_objects"])
+        token = None
         if args["render_dir"]:
+            # Fingerprint first: fleet_manifests refuses to write if another run changes the directory after this read.
+            if not self._task.check_mode:
+                recover(args["render_dir"])  # a run killed while switching files in: finish its switch first
+            token = tree_token(args["render_dir"])
             # The per-replica Service carries the placement annotation: only Services are read.
             objects.extend(
                 obj
@@ -39,6 +44,8 @@ class ActionModule(GpufleetAction):
                 name: {k: v for k, v in res.items() if k != "replicas"} for name, res in outcome.results.items()
             },
             "shortfalls": outcome.shortfalls(),
+            "status": outcome.statuses(),
             "table": outcome.table(),
             "explain": outcome.explain(),
+            "render_token": token,
         }

@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.cache_apply impor
     adopted_volume_decision,
     job_decision,
     jobs_to_delete,
+    pvc_change_error,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import (
     HydrationOptions,
@@ -33,6 +34,7 @@ SUMMARY_FILTER = "cache_status_summary"
 JOB_ACTION_FILTER = "cache_job_action"
 DELETE_FILTER = "cache_jobs_to_delete"
 ADOPTED_FILTER = "cache_adopted_volume"
+PVC_FILTER = "cache_pvc_change_error"
 
 
 def _plain(value: Any) -> Any:
@@ -128,6 +130,16 @@ def cache_jobs_to_delete(others: Any, job_name: Any = None, before: Any = None) 
         raise AnsibleFilterError(f"{DELETE_FILTER}: {exc}") from exc
 
 
+def cache_pvc_change_error(existing: Any, desired: Any = None, cluster: Any = "") -> str:
+    """``pvc_info.resources | gpufleet.serving.cache_pvc_change_error(pvc, inventory_hostname)``."""
+    if isinstance(existing, (str, Mapping)) or not isinstance(existing, (list, tuple)):
+        raise AnsibleFilterError(f"{PVC_FILTER}: the input must be a list of PersistentVolumeClaim objects")
+    try:
+        return pvc_change_error(_plain(list(existing)), _plain(desired), str(cluster))
+    except GpufleetError as exc:
+        raise AnsibleFilterError(f"{PVC_FILTER}: {exc}") from exc
+
+
 def cache_adopted_volume(
     pvcs: Any, cache: Any = None, cluster: Any = None, adopted_ready: Any = (), verify: Any = False
 ) -> dict[str, Any]:
@@ -163,4 +175,5 @@ class FilterModule:
             JOB_ACTION_FILTER: cache_job_action,
             DELETE_FILTER: cache_jobs_to_delete,
             ADOPTED_FILTER: cache_adopted_volume,
+            PVC_FILTER: cache_pvc_change_error,
         }

@@ -106,3 +106,53 @@ def adopted_volume_decision(
         f"model_cache_verify_adopted{note}"
     )
     return {"action": "unknown", "result": {"status": "Pending", "message": message}, "note": note}
+
+
+def _quantity(value: Any) -> Any:
+    from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import parse_quantity
+
+    try:
+        return parse_quantity(str(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def pvc_change_error(existing: Sequence[Mapping[str, Any]], desired: Mapping[str, Any], cluster: str) -> str:
+    """Why ``desired`` (the cache PVC to apply) cannot be applied over the PVC as read (``k8s_info`` resources, zero
+    or one), naming the object and the way forward; ``""`` when it can (absent, or only mutable fields change).
+
+    A bound PVC's storage class, access modes and volume mode are immutable, and it cannot shrink; the API server
+    would only answer ``field is immutable``.
+    """
+    if not existing:
+        return ""
+    if not isinstance(desired, Mapping) or not isinstance(desired.get("metadata"), Mapping):
+        raise GpufleetError(f"desired must be the cache's PersistentVolumeClaim (got {desired!r:.120})")
+    meta = desired["metadata"]
+    name = f"{meta.get('namespace')}/{meta.get('name')}"
+    have = existing[0].get("spec") or {}
+    want = desired.get("spec") or {}
+    problems = []
+    for fld, what in (
+        ("storageClassName", "storage class"),
+        ("accessModes", "access modes"),
+        ("volumeMode", "volume mode"),
+    ):
+        if fld in want and fld in have and have[fld] != want[fld]:
+            problems.append(f"{what} is {have[fld]!r}, the cache now asks for {want[fld]!r}")
+    old = _quantity(((have.get("resources") or {}).get("requests") or {}).get("storage"))
+    new = _quantity(((want.get("resources") or {}).get("requests") or {}).get("storage"))
+    if old is not None and new is not None and new.cmp(old) < 0:
+        problems.append(
+            f"size would shrink from {have['resources']['requests']['storage']} to "
+            f"{want['resources']['requests']['storage']}"
+        )
+    if not problems:
+        return ""
+    return (
+        f"PersistentVolumeClaim {name} on cluster {cluster}: {'; '.join(problems)}, and Kubernetes cannot change that "
+        f"on an existing volume. Either keep the old value in the cache (storage.storage_class / "
+        f"gpufleet_cache_storage_class, size), or delete the PVC (kubectl --context <{cluster}> -n "
+        f"{meta.get('namespace')} delete pvc {meta.get('name')}) once no pod uses it and re-run: a new volume is "
+        "created and hydrated again. Nothing was changed on this cluster."
+    )

@@ -31,6 +31,9 @@ from typing import Annotated, Any, Literal
 from ansible_collections.gpufleet.serving.plugins.module_utils import contract
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    HTTP_PASSWORD_KEY,
+    HTTP_URL_SECRET_KEY,
+    HTTP_USERNAME_KEY,
     BaseModel,
     ConfigDict,
     Field,
@@ -82,6 +85,11 @@ DEFAULT_SECURITY_CONTEXT: dict[str, Any] = {
     "readOnlyRootFilesystem": True,
     "capabilities": {"drop": ["ALL"]},
 }
+
+# Environment variables the hydrator reads secrets of an http(s) source from (hydrate.py --help).
+HTTP_USERNAME_ENV = "GPUFLEET_HTTP_USERNAME"
+HTTP_PASSWORD_ENV = "GPUFLEET_HTTP_PASSWORD"
+SOURCE_URL_ENV = "GPUFLEET_SOURCE_URL"
 
 JOB_NAME_PREFIX = "gpufleet-hydrate-"
 CONFIG_MAP_PREFIX = "gpufleet-hydrator-"
@@ -337,6 +345,12 @@ def source_env(cache: ModelCache, secret_keys: Mapping[str, str] | None = None) 
         if src.s3.region:
             env.append({"name": "AWS_REGION", "value": src.s3.region})
             env.append({"name": "AWS_DEFAULT_REGION", "value": src.s3.region})
+    if src.http:
+        if src.http.credentials_secret:
+            env.append(_secret_env(HTTP_USERNAME_ENV, src.http.credentials_secret, HTTP_USERNAME_KEY))
+            env.append(_secret_env(HTTP_PASSWORD_ENV, src.http.credentials_secret, HTTP_PASSWORD_KEY))
+        if src.http.url_secret:
+            env.append(_secret_env(SOURCE_URL_ENV, src.http.url_secret, HTTP_URL_SECRET_KEY))
     return env
 
 
@@ -408,7 +422,11 @@ def cache_pvc(
 def job_name(cache: ModelCache, spec: Mapping[str, Any], prefix: str = JOB_NAME_PREFIX) -> str:
     """``<prefix><cache>-<hash of the spec>``, at most 63 characters, the same on every cluster."""
     hashed = copy.deepcopy(dict(spec))
-    hashed.get("template", {}).pop("metadata", None)  # labels name the cluster; the work does not
+    # The whole pod template is immutable, its metadata too: hash all of it. Only the value of the cluster label
+    # differs between clusters (the work does not), so it is left out to keep one name fleet-wide.
+    meta = hashed.get("template", {}).get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("labels"), dict):
+        meta["labels"].pop(LABEL_CLUSTER, None)
     digest = _digest({"namespace": cache.namespace, "spec": hashed}, JOB_HASH_LEN)
     room = JOB_NAME_MAX - len(prefix) - 1 - JOB_HASH_LEN
     stem = cache.name[:room].rstrip("-")

@@ -300,10 +300,45 @@ def validate_fleet(
                 except GpufleetError as exc:
                     errors.append((f"{kind}[{i}].clusters", str(exc)))
                     continue
+            if not names:
+                # A typo in a host pattern must not read as "no cluster wanted": that would prune every object.
+                errors.append(
+                    (
+                        f"{kind}[{i}].clusters",
+                        f"host pattern {item.clusters!r} matches no cluster of the fleet "
+                        f"({', '.join(sorted(fleet_names)) or 'the fleet has no clusters'}); check the group names",
+                    )
+                )
+                continue
             target[item.name] = names
+    errors.extend(_claim_name_errors(parsed_caches, fleet.cache_targets))
     if errors:
         raise FleetValidationError(errors)
     return fleet
+
+
+def _claim_name_errors(caches: Sequence[ModelCache], targets: Mapping[str, list[str]]) -> list[tuple[str, str]]:
+    """Two caches that would use one PVC (same namespace and claim name) on a cluster they share."""
+    errors: list[tuple[str, str]] = []
+    seen: dict[tuple[str, str], list[tuple[int, ModelCache]]] = {}
+    for i, cache in enumerate(caches):
+        key = (cache.namespace, cache.claim_name)
+        for j, other in seen.get(key, []):
+            shared = sorted(set(targets.get(cache.name, [])) & set(targets.get(other.name, [])))
+            if not shared:
+                continue
+            field = "storage.claim_name" if cache.storage.claim_name else "name"
+            errors.append(
+                (
+                    f"{CACHES_VAR}[{i}].{field}",
+                    f"cache {cache.name!r} would use PVC {cache.namespace}/{cache.claim_name}, which cache "
+                    f"{other.name!r} ({CACHES_VAR}[{j}]) uses too on {', '.join(shared)}; give each cache its own "
+                    "storage.claim_name",
+                )
+            )
+            break
+        seen.setdefault(key, []).append((i, cache))
+    return errors
 
 
 def deployment_reference_errors(

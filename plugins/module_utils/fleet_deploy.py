@@ -28,6 +28,8 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.placement import 
 from ansible_collections.gpufleet.serving.plugins.module_utils.records import ReplicaRecord
 
 PLACEMENT_ANNOTATION = ANNOTATION_PLACEMENT  # kept for importers; the contract module owns it
+READY = "Ready"
+DEGRADED = "Degraded"
 
 
 def observed_records(objects: Iterable[Mapping[str, Any]]) -> list[ReplicaRecord]:
@@ -75,8 +77,15 @@ class FleetPlacement:
     def shortfalls(self) -> list[str]:
         return [name for name, r in self.results.items() if r["scheduled"] < r["desired"]]
 
+    def statuses(self) -> dict[str, str]:
+        """``Ready`` when a deployment got every replica it asked for, ``Degraded`` when it is short of some (the run
+        may still succeed: see ``gpufleet_fail_on_unschedulable``)."""
+        short = set(self.shortfalls())
+        return {name: DEGRADED if name in short else READY for name in self.results}
+
     def table(self) -> list[str]:
-        rows = [("DEPLOYMENT", "DESIRED", "SCHEDULED", "CONDITION", "PLACEMENT (cluster: replicas/pool)")]
+        rows = [("DEPLOYMENT", "DESIRED", "SCHEDULED", "STATUS", "CONDITION", "PLACEMENT (cluster: replicas/pool)")]
+        statuses = self.statuses()
         for name, res in self.results.items():
             per: dict[str, list[str]] = {}
             for r in res["replicas"]:
@@ -86,7 +95,9 @@ class FleetPlacement:
                 f"{cluster}: {len(pools)}x {','.join(sorted(set(pools)))}" for cluster, pools in sorted(per.items())
             )
             cond = res["condition"]
-            rows.append((name, str(res["desired"]), str(res["scheduled"]), cond["reason"], placement or "-"))
+            rows.append(
+                (name, str(res["desired"]), str(res["scheduled"]), statuses[name], cond["reason"], placement or "-")
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         return ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
 

@@ -2,16 +2,37 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The render directory: ``<root>/<cluster>/<namespace>/<kind>-<name>.yaml``, one Kubernetes object per file.
 
-Writes are atomic (temporary file in the same directory, then ``os.replace``) and only happen when the content
-changes, so a second run reports nothing changed. Pruning removes the files of objects that carry the owner's labels
-but are no longer rendered, so a dropped replica disappears from Git too. Reading the directory back gives the
-observed state that keeps placement sticky in render mode.
+A safe, transactional store:
+
+* **Inside only.** Nothing below the root is ever followed through a symlink: a symlinked cluster or namespace
+  directory, or a symlinked file, stops the run before anything is written (it could point outside the root, and a
+  file written or pruned there would be written or deleted outside it). Files are opened with ``O_NOFOLLOW``.
+* **All or nothing.** A :class:`Transaction` plans every cluster first (every object serialised, every file compared,
+  every stale owned file found), then stages every new file as a temporary file beside its target, and only when all
+  of them are staged switches them in (``os.replace``) and prunes. A cluster whose directory cannot be written fails
+  the staging step, which removes what it staged: no cluster is changed. The switch is recorded in a journal
+  (``.gpufleet/commit.json``) first, so a run killed half-way through it is rolled forward by the next run.
+* **One writer.** Writers hold an exclusive lock (``.gpufleet/lock``, ``flock``) for the whole transaction. A second
+  run that finds the directory locked waits briefly, then fails naming the holder. :func:`tree_token` fingerprints the
+  directory when a run reads it back for placement; writing with that token refuses to overwrite what another run
+  wrote in between.
+* Writes only happen when the content changes, so a second run reports nothing changed. Pruning removes the files of
+  objects that carry the owner's labels but are no longer rendered (so a dropped replica disappears from Git too),
+  and :meth:`Transaction.prune_other_clusters` those of clusters that left the inventory. Reading the directory back
+  gives the observed state that keeps placement sticky in render mode.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
+import json
 import os
-import tempfile
+import secrets
+import socket
+import stat
+import time
 import traceback
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+
+try:  # POSIX advisory lock serialising writers of one render directory
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX controllers
+    fcntl = None  # type: ignore[assignment]
 
 try:
     import yaml
@@ -41,6 +67,12 @@ except ImportError:  # pragma: no cover - ansible-core always ships PyYAML
     YAML_IMPORT_ERROR = traceback.format_exc()
 
 CLUSTER_SCOPED_DIR = "_cluster"
+STATE_DIR = ".gpufleet"
+LOCK_FILE = "lock"
+JOURNAL_FILE = "commit.json"
+STAGE_PREFIX = ".gpufleet-stage."
+LOCK_WAIT_SECONDS = 30.0
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 @dataclass
@@ -48,6 +80,7 @@ class SyncResult:
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     unchanged: int = 0
+    removed_clusters: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -77,23 +110,98 @@ def object_relpath(cluster: str, obj: Mapping[str, Any]) -> str:
         ) from None
     namespace = str(meta.get("namespace") or CLUSTER_SCOPED_DIR)
     for part in (cluster, namespace, kind, name):
-        if not part or "/" in part or part in (".", "..") or "\\" in part:
+        if not part or "/" in part or part in (".", "..") or "\\" in part or part.startswith("."):
             raise GpufleetError(f"manifest_dir: {part!r} cannot be used as a path component")
     return f"{cluster}/{namespace}/{kind}-{name}.yaml"
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# Never through a symlink
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _symlink_error(root: Path, path: Path) -> GpufleetError:
+    return GpufleetError(
+        f"manifest_dir: {path} is a symlink; the render directory {root} never follows symlinks (a file written or "
+        "pruned through it could land outside the directory). Replace it with a real directory or file; nothing was "
+        "written."
+    )
+
+
+def check_path(root: Path, rel: str) -> None:
+    """Raise when a component of ``root/rel`` below ``root`` is a symlink or a non-directory where a directory is
+    needed. Missing components are fine (they will be created as real directories)."""
+    path = root
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise GpufleetError(f"manifest_dir: cannot inspect {path}: {exc}") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise _symlink_error(root, path)
+        if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
+            raise GpufleetError(f"manifest_dir: {path} is not a directory")
+        if i == len(parts) - 1 and stat.S_ISDIR(st.st_mode):
+            raise GpufleetError(f"manifest_dir: {path} is a directory where an object's file belongs")
+
+
+def _mkdirs(root: Path, rel_dir: str) -> None:
+    path = root
+    for part in rel_dir.split("/"):
+        path = path / part
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o755)
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            raise _symlink_error(root, path)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise GpufleetError(
+                f"manifest_dir: {path} is a symlink; the render directory never follows symlinks"
+            ) from None
+        raise GpufleetError(f"manifest_dir: cannot read {path}: {exc}") from None
+    with os.fdopen(fd, encoding="utf-8") as handle:
+        return handle.read()
+
+
 def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file beside it (never through a symlink)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = _stage(path, text)
+    os.replace(tmp, path)
+
+
+def _stage(path: Path, text: str) -> Path:
+    """A temporary file beside ``path`` holding ``text``, flushed to disk; the caller renames it into place."""
+    tmp = path.parent / f"{STAGE_PREFIX}{path.name}.{os.getpid()}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    return tmp
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Reading back
+# --------------------------------------------------------------------------------------------------------------------
 
 
 def _labels(obj: Any) -> Mapping[str, Any]:
@@ -109,6 +217,48 @@ def matches(obj: Any, selector: Mapping[str, str]) -> bool:
     return all(str(labels.get(k)) == str(v) for k, v in selector.items())
 
 
+def _entries(root: Path, directory: Path) -> list[os.DirEntry[str]]:
+    """The visible entries of a directory, sorted; a symlink among them is an error (it would be followed)."""
+    try:
+        with os.scandir(directory) as it:
+            entries = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise GpufleetError(f"manifest_dir: cannot list {directory}: {exc}") from None
+    for entry in entries:
+        if entry.is_symlink():
+            raise _symlink_error(root, Path(entry.path))
+    return entries
+
+
+def cluster_dirs(root: str | Path) -> list[str]:
+    """The cluster directories of the render directory (dot entries such as ``.gpufleet`` are not clusters)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return [e.name for e in _entries(root, root) if e.is_dir(follow_symlinks=False)]
+
+
+def _files(root: Path, cluster: str) -> Iterator[Path]:
+    """``<cluster>/<namespace>/*.yaml`` files, never through a symlink."""
+    cdir = root / cluster
+    try:
+        st = os.lstat(cdir)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise _symlink_error(root, cdir)
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    for ns in _entries(root, cdir):
+        if not ns.is_dir(follow_symlinks=False):
+            continue
+        for f in _entries(root, Path(ns.path)):
+            if f.name.endswith(".yaml") and f.is_file(follow_symlinks=False):
+                yield Path(f.path)
+
+
 def read_objects(
     root: str | Path,
     clusters: Iterable[str] | None = None,
@@ -120,28 +270,262 @@ def read_objects(
     """Yield ``(cluster, relpath, object)`` for every rendered object matching ``selector`` (all when None).
 
     ``kinds`` limits the files read to those kinds (by file name); ``skip`` lists relative paths not to read.
+    A symlink anywhere below ``root`` is an error: it is never followed.
     """
     _require_yaml()
     root = Path(root)
     if not root.is_dir():
         return
-    names = sorted(clusters) if clusters is not None else sorted(p.name for p in root.iterdir() if p.is_dir())
+    names = sorted(clusters) if clusters is not None else cluster_dirs(root)
+    prefixes = tuple(f"{k.lower()}-" for k in kinds) if kinds is not None else None
+    skipped = set(skip)
     for cluster in names:
-        cdir = root / cluster
-        if not cdir.is_dir():
-            continue
-        prefixes = tuple(f"{k.lower()}-" for k in kinds) if kinds is not None else None
-        skipped = set(skip)
-        for path in sorted(cdir.glob("*/*.yaml")):
+        for path in _files(root, cluster):
             rel = str(path.relative_to(root))
             if (prefixes is not None and not path.name.startswith(prefixes)) or rel in skipped:
                 continue
+            text = _read_text(path)
+            if text is None:
+                continue
             try:
-                obj = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
-            except (OSError, yaml.YAMLError) as exc:
+                obj = yaml.load(text, Loader=_Loader)
+            except yaml.YAMLError as exc:
                 raise GpufleetError(f"manifest_dir: cannot read {path}: {exc}") from None
             if selector is None or matches(obj, selector):
                 yield cluster, rel, obj
+
+
+def tree_token(root: str | Path) -> str:
+    """A fingerprint of every object file under ``root`` (path, size, modification time): it changes whenever a run
+    (or a hand edit) writes, prunes or touches a file. ``""`` when it holds no object file (or does not exist)."""
+    root = Path(root)
+    if not root.is_dir():
+        return ""
+    digest = hashlib.sha256()
+    count = 0
+    for cluster in cluster_dirs(root):
+        for path in _files(root, cluster):
+            st = os.lstat(path)
+            digest.update(f"{path.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            count += 1
+    return digest.hexdigest() if count else ""
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The lock
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def render_lock(root: str | Path, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+    """Hold the render directory's exclusive writer lock; fail with the holder's identity after ``wait`` seconds."""
+    root = Path(root)
+    state = root / STATE_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    _mkdirs(root, STATE_DIR)
+    ignore = state / ".gitignore"
+    if not ignore.exists():
+        write_atomic(ignore, "# gpufleet.serving's lock and commit journal: not for Git\n*\n")
+    path = state / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise GpufleetError(f"manifest_dir: cannot open the lock {path}: {exc}") from None
+    try:
+        if fcntl is not None:
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "unknown"
+                        raise GpufleetError(
+                            f"manifest_dir: the render directory {root} is being written by another run ({holder}); "
+                            f"waited {wait:.0f}s for its lock {path}. Nothing was written: run again when it has "
+                            "finished. Two runs must not write one render directory at once."
+                        ) from None
+                    time.sleep(0.2)
+        info = f"pid {os.getpid()} (ansible-playbook pid {os.getppid()}) on {socket.gethostname()} since {_now()}"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, info.encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Transactions
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def recover(root: str | Path) -> None:
+    """Finish a switch that a killed run left half-done, before anything reads or plans the directory."""
+    root = Path(os.path.abspath(root))
+    if os.path.lexists(root / STATE_DIR / JOURNAL_FILE):
+        with render_lock(root):
+            _recover(root)
+
+
+def _recover(root: Path) -> None:
+    """Roll forward a switch that a killed run left half-done (its journal is still there); drop stray stage files."""
+    journal = root / STATE_DIR / JOURNAL_FILE
+    text = _read_text(journal) if journal.exists() else None
+    if text:
+        try:
+            plan = json.loads(text)
+        except ValueError:
+            plan = {}
+        for staged, target in plan.get("replace", []):
+            s_path, t_path = root / staged, root / target
+            check_path(root, target)
+            if os.path.lexists(s_path):
+                os.replace(s_path, t_path)
+        for rel in plan.get("remove", []):
+            check_path(root, rel)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(root / rel)
+        os.unlink(journal)
+    for cluster in cluster_dirs(root):
+        for ns in _entries(root, root / cluster):
+            if not ns.is_dir(follow_symlinks=False):
+                continue
+            with os.scandir(ns.path) as it:
+                for entry in it:
+                    if entry.name.startswith(STAGE_PREFIX) and entry.is_file(follow_symlinks=False):
+                        with contextlib.suppress(OSError):
+                            os.unlink(entry.path)
+
+
+class Transaction:
+    """Plan the contents of several clusters of one render directory, then write them all or none.
+
+    ``plan()`` per cluster (nothing is written), then ``commit()`` once. ``expect_token`` (from :func:`tree_token` at
+    read time) makes the commit refuse to overwrite a directory another run changed in between.
+    """
+
+    def __init__(self, root: str | Path, *, check_mode: bool = False, expect_token: str | None = None) -> None:
+        self.root = Path(os.path.abspath(root))
+        self.check_mode = check_mode
+        self.expect_token = expect_token
+        self.result = SyncResult()
+        self._write: list[tuple[str, str]] = []
+        self._remove: list[str] = []
+        self._planned: set[str] = set()
+        if not check_mode:
+            recover(self.root)
+
+    def plan(
+        self,
+        cluster: str,
+        objects: Iterable[Mapping[str, Any]],
+        owner: Mapping[str, str] | None = None,
+        *,
+        prune: bool = True,
+    ) -> SyncResult:
+        """Make ``<root>/<cluster>`` hold ``objects``; prune files of ``owner``-labelled objects not among them."""
+        planned: dict[str, str] = {}
+        for obj in objects:
+            rel = object_relpath(cluster, obj)
+            if rel in planned or rel in self._planned:
+                raise GpufleetError(f"manifest_dir: two objects would be written to {rel}")
+            planned[rel] = dump(obj)
+        result = SyncResult()
+        for rel, text in planned.items():
+            check_path(self.root, rel)
+            if _read_text(self.root / rel) == text:
+                result.unchanged += 1
+            else:
+                self._write.append((rel, text))
+                result.written.append(rel)
+        if prune and owner:
+            # Only files that are not being (re)written can be stale; only those are read.
+            for _cluster, rel, _obj in read_objects(self.root, [cluster], owner, skip=planned):
+                self._remove.append(rel)
+                result.removed.append(rel)
+        self._planned.update(planned)
+        self._merge(result)
+        return result
+
+    def prune_other_clusters(self, keep: Iterable[str], owner: Mapping[str, str]) -> list[str]:
+        """Plan pruning the ``owner``-labelled files of every cluster directory not in ``keep`` (clusters that left
+        the inventory); other files there are kept. Returns those clusters' names."""
+        keep = set(keep)
+        gone = []
+        result = SyncResult()
+        for cluster in cluster_dirs(self.root):
+            if cluster in keep:
+                continue
+            files = [rel for _c, rel, _o in read_objects(self.root, [cluster], owner)]
+            if files:
+                gone.append(cluster)
+                self._remove.extend(files)
+                result.removed.extend(files)
+        result.removed_clusters = gone
+        self._merge(result)
+        return gone
+
+    def _merge(self, part: SyncResult) -> None:
+        self.result.written += part.written
+        self.result.removed += part.removed
+        self.result.unchanged += part.unchanged
+        self.result.removed_clusters += part.removed_clusters
+
+    def commit(self) -> SyncResult:
+        """Stage every file, then switch them all in and prune (journaled); on a staging failure nothing changes."""
+        if self.check_mode or not self.result.changed:
+            return self.result
+        root = self.root
+        with render_lock(root):
+            _recover(root)
+            if self.expect_token is not None and tree_token(root) != self.expect_token:
+                raise GpufleetError(
+                    f"manifest_dir: the render directory {root} changed since this run read it for placement (another "
+                    "run or a hand edit wrote it). Nothing was written: run again to place against what is there now."
+                )
+            staged: list[tuple[Path, str]] = []
+            try:
+                for rel, text in self._write:
+                    check_path(root, rel)
+                    _mkdirs(root, rel.rsplit("/", 1)[0])
+                    staged.append((_stage(root / rel, text), rel))
+                for rel in self._remove:
+                    check_path(root, rel)
+                    if not os.access(root / rel.rsplit("/", 1)[0], os.W_OK):
+                        raise PermissionError(errno.EACCES, "directory not writable", str(root / rel))
+            except (OSError, GpufleetError) as exc:
+                for tmp, _rel in staged:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+                if isinstance(exc, GpufleetError):
+                    raise
+                raise GpufleetError(
+                    f"manifest_dir: cannot write the render directory {root}: {exc}. Nothing was changed in any "
+                    "cluster's directory."
+                ) from None
+            journal = root / STATE_DIR / JOURNAL_FILE
+            write_atomic(
+                journal,
+                json.dumps(
+                    {"replace": [[str(tmp.relative_to(root)), rel] for tmp, rel in staged], "remove": self._remove}
+                ),
+            )
+            for tmp, rel in staged:
+                os.replace(tmp, root / rel)
+            for rel in self._remove:
+                path = root / rel
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                for parent in (path.parent, path.parent.parent):
+                    with contextlib.suppress(OSError):
+                        parent.rmdir()  # only when empty
+            os.unlink(journal)
+        return self.result
 
 
 def sync(
@@ -155,39 +539,9 @@ def sync(
 ) -> SyncResult:
     """Make ``<root>/<cluster>`` hold ``objects``; prune files of ``owner``-labelled objects that are not among them.
 
-    Everything is computed (and every object serialised) before the first write, so a bad object loses nothing.
+    One :class:`Transaction`: everything is computed (and every object serialised) before the first write, so a bad
+    object loses nothing.
     """
-    root = Path(root)
-    planned: dict[str, str] = {}
-    for obj in objects:
-        rel = object_relpath(cluster, obj)
-        if rel in planned:
-            raise GpufleetError(f"manifest_dir: two objects would be written to {rel}")
-        planned[rel] = dump(obj)
-    result = SyncResult()
-    to_write = []
-    for rel, text in planned.items():
-        path = root / rel
-        try:
-            current = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            current = None
-        if current == text:
-            result.unchanged += 1
-        else:
-            to_write.append((path, text))
-            result.written.append(rel)
-    to_remove = []
-    if prune and owner:
-        # Only files that are not being (re)written can be stale; only those are read.
-        for _cluster, rel, _obj in read_objects(root, [cluster], owner, skip=planned):
-            to_remove.append(root / rel)
-            result.removed.append(rel)
-    if not check_mode:
-        for path, text in to_write:
-            write_atomic(path, text)
-        for path in to_remove:
-            path.unlink(missing_ok=True)
-            if path.parent.is_dir() and not any(path.parent.iterdir()):
-                path.parent.rmdir()
-    return result
+    txn = Transaction(root, check_mode=check_mode)
+    txn.plan(cluster, objects, owner, prune=prune)
+    return txn.commit()

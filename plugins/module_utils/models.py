@@ -16,7 +16,7 @@ import re
 import traceback
 from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 
@@ -91,6 +91,51 @@ def check_dns_subdomain(value: str) -> str:
     return value
 
 
+# Strict scalars: YAML 1.1 turns ``yes``/``on``/``true`` into booleans, and a boolean is an int subclass in Python, so a
+# lax int field would read ``replicas: yes`` as 1. Fleet data takes real integers and real booleans only.
+StrictInt = Annotated[int, Field(strict=True)]
+StrictBool = Annotated[bool, Field(strict=True)]
+
+# Kubernetes' limits on DRA attribute values (resource.k8s.io/v1 DeviceAttribute) and names.
+ATTRIBUTE_STRING_MAX = 64
+ATTRIBUTE_VERSION_MAX = 64
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+QUALIFIED_DOMAIN_MAX = 63
+DRIVER_NAME_MAX = 63
+
+# A query parameter whose name looks like it carries a credential (presigned S3/GCS/Azure URLs, API keys, tokens).
+_CREDENTIAL_PARAM_RE = re.compile(r"(sig|signature|token|credential|secret|passw|pwd|auth|key|session)", re.IGNORECASE)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without ``user:password@`` and with every query value hidden: safe to print, render or annotate."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = "&".join(f"{item.split('=', 1)[0]}=<redacted>" for item in parts.query.split("&") if item)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def url_credentials(url: str) -> str | None:
+    """What in ``url`` looks like a credential (``user:password@``, a signature or token query parameter), or None."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "it cannot be parsed"
+    if "@" in parts.netloc:
+        return "a user name or password (user:password@host)"
+    names = sorted({k for k, _v in parse_qsl(parts.query, keep_blank_values=True) if _CREDENTIAL_PARAM_RE.search(k)})
+    if names:
+        return f"credential query parameter(s) {', '.join(names)} (a presigned or token URL)"
+    return None
+
+
 def check_quantity(value: Any) -> str:
     """Accept a Kubernetes quantity (``23034Mi``, ``80Gi``, ``1.5``); ints are accepted and normalised to str."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -119,10 +164,10 @@ class _Strict(BaseModel):
 class AttributeValue(_Strict):
     """A DRA device attribute: exactly one of string, version, bool, int (resource.k8s.io/v1 DeviceAttribute)."""
 
-    string: str | None = None
-    version: str | None = None
-    bool_: bool | None = Field(default=None, alias="bool")
-    int_: int | None = Field(default=None, alias="int")
+    string: Annotated[str, Field(strict=True)] | None = None
+    version: Annotated[str, Field(strict=True)] | None = None
+    bool_: StrictBool | None = Field(default=None, alias="bool")
+    int_: StrictInt | None = Field(default=None, alias="int")
 
     @model_validator(mode="before")
     @classmethod
@@ -136,6 +181,16 @@ class AttributeValue(_Strict):
             raise ValueError(f"bool must be true or false (got {data['bool']!r})")
         if "int" in keys and (isinstance(data["int"], bool) or not isinstance(data["int"], int)):
             raise ValueError(f"int must be an integer (got {data['int']!r})")
+        if "int" in keys and not INT64_MIN <= data["int"] <= INT64_MAX:
+            raise ValueError(f"int {data['int']} is outside the int64 range Kubernetes accepts")
+        if "string" in keys and isinstance(data["string"], str) and len(data["string"]) > ATTRIBUTE_STRING_MAX:
+            raise ValueError(
+                f"string is {len(data['string'])} characters; Kubernetes allows at most {ATTRIBUTE_STRING_MAX}"
+            )
+        if "version" in keys and isinstance(data["version"], str) and len(data["version"]) > ATTRIBUTE_VERSION_MAX:
+            raise ValueError(
+                f"version is {len(data['version'])} characters; Kubernetes allows at most {ATTRIBUTE_VERSION_MAX}"
+            )
         if "version" in keys:
             from ansible_collections.gpufleet.serving.plugins.module_utils.semver import parse_semver
 
@@ -170,12 +225,12 @@ class Device(_Strict):
     claim: Literal["DRA", "Synthetic"] = "DRA"
     driver: str
     device_class_name: str | None = None
-    count: int = Field(default=1, ge=1, le=128)
+    count: StrictInt = Field(default=1, ge=1, le=128)
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
     capacity: dict[str, CapacityValue] = Field(default_factory=dict)
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
-    _driver = field_validator("driver")(classmethod(lambda cls, v: check_dns_subdomain(v)))
+    _driver = field_validator("driver")(classmethod(lambda cls, v: _check_driver(v)))
 
     @field_validator("device_class_name")
     @classmethod
@@ -186,10 +241,11 @@ class Device(_Strict):
     @classmethod
     def _qualified(cls, v: dict[str, Any]) -> dict[str, Any]:
         for key in v:
-            if not QUALIFIED_NAME_RE.match(key):
+            match = QUALIFIED_NAME_RE.match(key)
+            if not match or len(match.group("domain") or "") > QUALIFIED_DOMAIN_MAX:
                 raise ValueError(
                     f"{key!r} is not a DRA attribute/capacity name: a C identifier of at most 32 characters, "
-                    "optionally prefixed by a domain (example.com/name)"
+                    f"optionally prefixed by a domain of at most {QUALIFIED_DOMAIN_MAX} characters (example.com/name)"
                 )
         return v
 
@@ -219,23 +275,23 @@ class Device(_Strict):
 
 class GkeAccelerator(_Strict):
     type: str
-    count: int = Field(ge=1, le=16)
+    count: StrictInt = Field(ge=1, le=16)
     gpu_driver_version: Literal["DISABLED", "DEFAULT", "LATEST", "INSTALLATION_DISABLED"] = "DISABLED"
 
 
 class GkeProvisioning(_Strict):
     machine_type: str
     accelerator: GkeAccelerator | None = None
-    disk_size_gb: int = Field(default=100, ge=10)
+    disk_size_gb: StrictInt = Field(default=100, ge=10)
     disk_type: str = "pd-balanced"
-    spot: bool = False
+    spot: StrictBool = False
     image_type: str = "COS_CONTAINERD"
 
 
 class EksProvisioning(_Strict):
     instance_type: str
     ami_type: str = "AL2023_x86_64_NVIDIA"
-    disk_size_gb: int = Field(default=200, ge=10)
+    disk_size_gb: StrictInt = Field(default=200, ge=10)
     capacity_type: Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"] = "ON_DEMAND"
 
 
@@ -279,7 +335,7 @@ class Toleration(BaseModel):
     operator: Literal["Exists", "Equal"] = "Equal"
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    tolerationSeconds: int | None = None
+    tolerationSeconds: StrictInt | None = None
 
     @model_validator(mode="after")
     def _k8s_rules(self) -> Toleration:
@@ -303,9 +359,9 @@ class Toleration(BaseModel):
 class NodePool(_Strict):
     name: str
     class_: str = Field(alias="class")
-    node_count: int = Field(ge=0)
-    min_node_count: int | None = Field(default=None, ge=0)
-    max_node_count: int | None = Field(default=None, ge=0)
+    node_count: StrictInt = Field(ge=0)
+    min_node_count: StrictInt | None = Field(default=None, ge=0)
+    max_node_count: StrictInt | None = Field(default=None, ge=0)
     zones: list[str] = Field(default_factory=list)
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
@@ -324,10 +380,20 @@ class NodePool(_Strict):
 MIN_DRA_KUBERNETES = (1, 34)
 
 
+# MAJOR.MINOR, optionally .PATCH and a provider build suffix of dot/dash separated alphanumerics (GKE's
+# 1.34.1-gke.1431000); nothing else (no spaces, shell characters or trailing text).
+K8S_VERSION_RE = re.compile(
+    r"^(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})(?:\.(0|[1-9]\d{0,3})(?:-[0-9A-Za-z]+(?:[.-][0-9A-Za-z]+)*)?)?$"
+)
+
+
 def _check_k8s_version(value: str) -> str:
-    match = re.match(r"^(\d+)\.(\d+)(\.\d+.*)?$", value)
+    match = K8S_VERSION_RE.match(value) if len(value) <= 64 else None
     if not match:
-        raise ValueError(f"{value!r} must be a Kubernetes version such as 1.34")
+        raise ValueError(
+            f"{value!r} must be a Kubernetes version: MAJOR.MINOR (1.34), MAJOR.MINOR.PATCH (1.34.1) or a provider "
+            "patch version such as 1.34.1-gke.1431000"
+        )
     if (int(match.group(1)), int(match.group(2))) < MIN_DRA_KUBERNETES:
         raise ValueError(f"{value!r} is older than 1.34: DRA (resource.k8s.io/v1) is GA from Kubernetes 1.34")
     return value
@@ -368,7 +434,7 @@ class Cluster(_Strict):
     node_pools: list[NodePool] = Field(default_factory=list)
     taints: list[Taint] = Field(default_factory=list)
     cache_storage_class: str | None = None
-    ready: bool = True
+    ready: StrictBool = True
     groups: list[str] = Field(default_factory=list)
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
@@ -415,7 +481,7 @@ class PlacementCluster(BaseModel):
     name: str = Field(min_length=1)
     pools: list[PlacementPool] = Field(default_factory=list)
     taints: list[Taint] = Field(default_factory=list)
-    ready: bool = True
+    ready: StrictBool = True
 
     @cached_property
     def classes(self) -> tuple[str, ...]:
@@ -434,7 +500,7 @@ class Selector(_Strict):
 
 class DeviceRequest(_Strict):
     name: str
-    count: int = Field(default=1, ge=1, le=128)
+    count: StrictInt = Field(default=1, ge=1, le=128)
     device_class_name: str | None = None
     selectors: list[Selector] = Field(default_factory=list)
 
@@ -452,7 +518,7 @@ class NodeSelector(_Strict):
 
 
 class WorkerSpec(_Strict):
-    nodes: int = Field(ge=1, le=256)
+    nodes: StrictInt = Field(ge=1, le=256)
 
 
 class Member(_Strict):
@@ -476,7 +542,7 @@ class Member(_Strict):
 
 class Engine(_Strict):
     name: str
-    copies: int = Field(default=1, ge=1, le=1024)
+    copies: StrictInt = Field(default=1, ge=1, le=1024)
     members: list[Member] = Field(min_length=1)
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
@@ -529,15 +595,15 @@ class KServeOptions(_Strict):
 class ModelDeployment(_Strict):
     name: str
     namespace: str = "default"
-    replicas: int = Field(ge=0, le=10000)
+    replicas: StrictInt = Field(ge=0, le=10000)
     clusters: str = "gpufleet_clusters"
     cache: str | None = None
     tolerations: list[Toleration] = Field(default_factory=list)
     backend: Literal["auto", "deployment", "leaderworkerset", "kserve"] = "auto"
     engines: list[Engine] = Field(min_length=1)
-    port: int = Field(default=8000, ge=1, le=65535)
+    port: StrictInt = Field(default=8000, ge=1, le=65535)
     gateway: GatewayRef | None = None
-    ray: bool = False
+    ray: StrictBool = False
     kserve: KServeOptions = Field(default_factory=KServeOptions)
     # Filled in by fleet_info (the resolved ``clusters`` host pattern); accepted so its output can be fed back.
     candidate_clusters: list[str] = Field(default_factory=list, exclude=True)
@@ -588,17 +654,71 @@ class HuggingFaceSource(_Strict):
     exclude: list[str] = Field(default_factory=list)
 
 
+def _check_source_url(value: str, secret_hint: str) -> str:
+    """An http(s) URL without credentials. Error messages never repeat the URL (it may hold a secret)."""
+    if not re.match(r"^https?://[^\s/@?#]+", value) or re.search(r"\s", value):
+        raise ValueError(f"must be an http(s) URL without whitespace (got {redact_url(value)!r})")
+    found = url_credentials(value)
+    if found:
+        raise ValueError(
+            f"carries {found}: credentials never go into fleet data (they would be copied into every cluster's Job, "
+            f"annotations and logs); {secret_hint}"
+        )
+    return value
+
+
 class S3Source(_Strict):
-    uri: str = Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+    uri: str = Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^?#\s]*)?$")
     endpoint: str | None = None
     region: str | None = None
     credentials_secret: str | None = None
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
 
+    _endpoint = field_validator("endpoint")(
+        classmethod(
+            lambda cls, v: (
+                v
+                if v is None
+                else _check_source_url(v, "put the access keys in a Secret and name it in source.s3.credentials_secret")
+            )
+        )
+    )
+
+
+HTTP_URL_SECRET_KEY = "url"
+HTTP_USERNAME_KEY = "username"
+HTTP_PASSWORD_KEY = "password"
+
 
 class HttpSource(_Strict):
-    url: str = Field(pattern=r"^https?://[^\s]+$")
+    """One file over http(s). Credentials live in Secrets: ``credentials_secret`` (keys ``username``/``password``, HTTP
+    basic auth) or ``url_secret`` (key ``url``: the full URL, e.g. a presigned one; ``url`` is then its credential-free
+    form — scheme, host and path — used for display, annotations and identity)."""
+
+    url: str
+    credentials_secret: str | None = None
+    url_secret: str | None = None
+
+    _url = field_validator("url")(
+        classmethod(
+            lambda cls, v: _check_source_url(
+                v,
+                "put user and password in a Secret named by source.http.credentials_secret (keys username, password), "
+                "or the whole URL (presigned) in a Secret named by source.http.url_secret (key url) and keep only "
+                "scheme, host and path in source.http.url",
+            )
+        )
+    )
+    _secrets = field_validator("credentials_secret", "url_secret")(
+        classmethod(lambda cls, v: v if v is None else check_dns_subdomain(v))
+    )
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> HttpSource:
+        if self.credentials_secret and self.url_secret:
+            raise ValueError("set credentials_secret (basic auth) or url_secret (a presigned URL), not both")
+        return self
 
 
 class CacheSource(_Strict):
@@ -669,6 +789,12 @@ def _no_duplicates(names: list[str], what: str) -> None:
         if name in seen:
             raise ValueError(f"duplicate {what} {name!r}")
         seen.add(name)
+
+
+def _check_driver(value: str) -> str:
+    if len(value) > DRIVER_NAME_MAX:
+        raise ValueError(f"{value!r} is {len(value)} characters; a DRA driver name has at most {DRIVER_NAME_MAX}")
+    return check_dns_subdomain(value)
 
 
 def _check_taint_key(value: str) -> str:

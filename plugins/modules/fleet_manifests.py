@@ -18,6 +18,16 @@ description:
     as M(gpufleet.serving.manifest_dir) does (atomic, only when changed) and prunes the files of serving objects
     (labels C(app.kubernetes.io/managed-by=gpufleet.serving), C(gpufleet.io/component=serving)) no longer rendered.
     Everything is rendered before the first file is written.
+  - The render directory is written as one transaction, all clusters or none. Every cluster is planned first, then
+    every new file is staged beside its target, and only when all are staged are they switched in and stale files
+    pruned. A directory that cannot be written fails the task with nothing changed.
+  - Symlinks below O(render_dir) are never followed. A symlinked directory or file fails the task before anything is
+    written, because a file written or pruned through it could land outside the directory.
+  - Writers hold an exclusive lock (C(<render_dir>/.gpufleet/lock)). A second run that finds the directory locked
+    waits 30 seconds, then fails naming the holder. With O(render_token), the task also refuses to write when the
+    directory changed after the placement read it.
+  - With O(prune), the serving files of cluster directories whose cluster is no longer in the inventory are pruned
+    too (C(removed_clusters)). Files there that are not serving objects are kept.
 author:
   - gpufleet.serving contributors (@gpufleet)
 extends_documentation_fragment:
@@ -32,9 +42,16 @@ options:
     description: Root of the render directory to write. Without it nothing is written.
     type: path
   prune:
-    description: Remove files of serving objects that are no longer rendered.
+    description: Remove files of serving objects that are no longer rendered, in the directories of clusters that
+      left the inventory too.
     type: bool
     default: true
+  render_token:
+    description:
+      - The C(render_token) returned by M(gpufleet.serving.fleet_placement) when it read O(render_dir). The task writes
+        nothing and fails if the directory changed since then, because another run or a hand edit wrote it.
+      - Omit it to skip this check.
+    type: str
 attributes:
   check_mode:
     support: full
@@ -78,6 +95,12 @@ removed:
   type: list
   elements: str
   sample: ["onprem-a/ml-team/service-qwen-demo-0b2c4.yaml"]
+removed_clusters:
+  description: Clusters no longer in the inventory whose serving files were pruned from O(render_dir).
+  returned: success
+  type: list
+  elements: str
+  sample: ["gke-old-region"]
 unchanged:
   description: Number of objects whose file already held the same content.
   returned: success

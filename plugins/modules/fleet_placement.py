@@ -125,4 +125,20 @@ explain:
   type: list
   elements: str
   sample: ["llama-70b: 1/2 scheduled - ...", "  gke-us-central1/l4: request gpu: selector ... is false"]
+status:
+  description:
+    - Per deployment, C(Ready) when every desired replica is placed, C(Degraded) when some could not be (the
+      deployment is in C(shortfalls)). A degraded deployment does not fail the task; the M(gpufleet.serving.model_deployment)
+      role fails before writing anything only when C(gpufleet_fail_on_unschedulable) is set.
+  returned: success
+  type: dict
+  sample: {qwen-demo: Ready, too-big: Degraded}
+render_token:
+  description:
+    - A fingerprint of the render directory taken just before it was read (empty when it does not exist yet), or
+      null without O(render_dir). Pass it to M(gpufleet.serving.fleet_manifests) as O(gpufleet.serving.fleet_manifests#module:render_token)
+      so it refuses to write over what another run wrote since.
+  returned: success
+  type: str
+  sample: 9f2c1e0d4b7a6c5e3f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f70
 """

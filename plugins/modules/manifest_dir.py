@@ -17,7 +17,13 @@ description:
     changes, so re-running with the same objects reports no change.
   - With O(prune), files under C(<path>/<cluster>/) whose object carries every label in O(owner) but is not in
     O(objects) are removed; this is how a dropped replica disappears from the render directory.
-  - Every object is checked and serialised before the first write, so an invalid object changes nothing.
+  - Every object is checked and serialised before the first write, so an invalid object changes nothing. New files
+    are staged beside their targets and switched in only when all are staged (journaled, so a killed run is rolled
+    forward by the next one).
+  - Symlinks below O(path) are never followed. A symlinked directory or file fails the task before anything is
+    written, because a file written or pruned through it could land outside O(path).
+  - Writers hold an exclusive lock (C(<path>/.gpufleet/lock), ignored by Git). A writer that finds it held waits up to
+    30 seconds, then fails naming the holder.
 author:
   - gpufleet.serving contributors (@gpufleet)
 options:

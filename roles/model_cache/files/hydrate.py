@@ -51,10 +51,15 @@ MANIFEST_FORMAT = 1
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
-READ_SIZE = 1 * MiB  # network read / disk write unit (hashed while still in cache)
+READ_SIZE = 4 * MiB  # network read / disk write unit (hashed while still in cache)
 HASH_READ_SIZE = 8 * MiB  # read-back unit when hashing chunks in order
 DEFAULT_CHUNK = 32 * MiB  # byte range fetched by one request
 MIN_CHUNK = 64 * KiB
+
+# Secrets of an http(s) source, from the environment (the Job maps them from Kubernetes Secrets).
+HTTP_USERNAME_ENV = "GPUFLEET_HTTP_USERNAME"
+HTTP_PASSWORD_ENV = "GPUFLEET_HTTP_PASSWORD"
+SOURCE_URL_ENV = "GPUFLEET_SOURCE_URL"
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -81,6 +86,9 @@ sources:
 
 environment:
   HF_TOKEN, HF_ENDPOINT                         Hugging Face token and hub URL
+  GPUFLEET_HTTP_USERNAME, GPUFLEET_HTTP_PASSWORD http(s): basic auth user and password
+  GPUFLEET_SOURCE_URL                           http(s): the full URL to fetch (e.g. presigned); scheme, host
+                                                and path must match --source, which is all that is shown
   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,     S3 credentials (any boto3 credential source works;
   AWS_SESSION_TOKEN, AWS_REGION                 none at all means anonymous access)
   AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL         S3 endpoint when --endpoint-url is not given
@@ -456,6 +464,46 @@ def _http_error(exc: BaseException, what: str) -> HydrateError:
     return HydrateError(f"{what}: {type(exc).__name__}: {exc}")
 
 
+def check_response_length(
+    what: str,
+    size: int | None,
+    start: int,
+    end: int | None,
+    *,
+    ranged: bool,
+    content_length: Any = None,
+    content_range: str | None = None,
+) -> None:
+    """Check a response against what was asked for: bytes [start, end) of a file of ``size`` bytes (the size the
+    listing or the range probe reported). A server whose answer disagrees (another total, another range, another
+    length) would make the hydrator store a truncated or padded file of the "right" size: refuse it (exit 6)."""
+    if ranged and content_range:
+        m = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", content_range.strip())
+        if not m:
+            raise DigestError(f"{what}: unusable Content-Range {content_range!r} for bytes {start}-")
+        first, last, total = int(m.group(1)), int(m.group(2)), m.group(3)
+        if size is not None and total != "*" and int(total) != size:
+            raise DigestError(
+                f"{what}: size mismatch: the source listed {size} bytes, the server now says {total} "
+                "(the file changed, or the server's range answers disagree); nothing of it is kept"
+            )
+        want_last = (end if end is not None else (size if size is not None else last + 1)) - 1
+        if first != start or last != want_last:
+            raise DigestError(f"{what}: asked for bytes {start}-{want_last}, the server sent {first}-{last}")
+        expected = last - first + 1
+    elif ranged and end is not None:
+        expected = end - start  # no Content-Range (some S3-compatible servers): the length must still be right
+    elif not ranged and size is not None:
+        expected = size  # a whole-file answer must be the whole file
+    else:
+        return
+    if content_length not in (None, "") and (not str(content_length).isdigit() or int(content_length) != expected):
+        raise DigestError(
+            f"{what}: size mismatch: expected {expected} bytes, the server announces Content-Length {content_length}; "
+            "nothing of it is kept"
+        )
+
+
 class HttpBase(Source):
     timeout = 60.0
 
@@ -487,25 +535,33 @@ class HttpBase(Source):
                 headers["If-Range"] = etag
         what = f"{self.display()}: {rf.path}"
         resp = self._get(url, headers, what)
-        status = resp.status
-        if ranged:
+        try:
+            encoding = resp.headers.get("Content-Encoding", "identity")
+            if encoding not in ("identity", ""):
+                raise HydrateError(f"{what}: server applied Content-Encoding {encoding!r}; cannot verify sizes")
+            status = resp.status
             crange = resp.headers.get("Content-Range", "")
             m = re.match(r"bytes (\d+)-(\d+)/(\d+|\*)", crange)
-            if status != 206 and not m:
-                if start == 0:  # server ignored Range: read the head of the full body
-                    return _UrlReader(resp, what)
-                resp.close()
-                raise TransientError(f"{what}: server ignored the byte range or the file changed (HTTP {status})")
-            if m and int(m.group(1)) != start:
-                resp.close()
+            if ranged and status != 206 and not m:
+                if start != 0:
+                    raise TransientError(f"{what}: server ignored the byte range or the file changed (HTTP {status})")
+                ranged = False  # server ignored Range: read the head of the full body, whose length is checked below
+            elif ranged and m and int(m.group(1)) != start:
                 raise TransientError(f"{what}: server answered range {crange!r} for bytes {start}-")
-        elif start > 0:
+            elif not ranged and start > 0:
+                raise HydrateError(f"{what}: cannot resume: the server does not support byte ranges")
+            check_response_length(
+                what,
+                rf.size,
+                start,
+                end,
+                ranged=ranged,
+                content_length=resp.headers.get("Content-Length"),
+                content_range=crange,
+            )
+        except BaseException:
             resp.close()
-            raise HydrateError(f"{what}: cannot resume: the server does not support byte ranges")
-        encoding = resp.headers.get("Content-Encoding", "identity")
-        if encoding not in ("identity", ""):
-            resp.close()
-            raise HydrateError(f"{what}: server applied Content-Encoding {encoding!r}; cannot verify sizes")
+            raise
         return _UrlReader(resp, what)
 
 
@@ -528,6 +584,26 @@ class HttpSource(HttpBase):
             self.uri = urllib.parse.urlunsplit(
                 (parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, parts.query, "")
             )
+        elif os.environ.get(HTTP_USERNAME_ENV):
+            self._user = os.environ[HTTP_USERNAME_ENV]
+            self._password = os.environ.get(HTTP_PASSWORD_ENV, "")
+        # The URL requests go to: --source, or the full URL (a presigned one) from a Secret. --source stays the
+        # identity (a new signature is not a new source) and is all that is ever shown.
+        self.fetch_url = self.uri
+        secret_url = os.environ.get(SOURCE_URL_ENV)
+        if secret_url:
+            full = urllib.parse.urlsplit(secret_url.strip())
+            if (full.scheme, full.hostname, full.port, full.path) != (
+                parts.scheme,
+                parts.hostname,
+                parts.port,
+                parts.path,
+            ):
+                raise UsageError(
+                    f"${SOURCE_URL_ENV} (from the cache's url_secret) does not point at {self.display()}: scheme, "
+                    "host and path must match --source"
+                )
+            self.fetch_url = secret_url.strip()
         name = urllib.parse.unquote(parts.path.rstrip("/").rsplit("/", 1)[-1]) if parts.path else ""
         if not name or parts.path.endswith("/"):
             raise UsageError(
@@ -549,7 +625,7 @@ class HttpSource(HttpBase):
 
     def plan(self) -> tuple[str | None, list[RemoteFile]]:
         what = self.display()
-        resp = self._get(self.uri, {"Range": "bytes=0-0"}, what)
+        resp = self._get(self.fetch_url, {"Range": "bytes=0-0"}, what)
         try:
             headers = resp.headers
             crange = headers.get("Content-Range", "")
@@ -572,7 +648,7 @@ class HttpSource(HttpBase):
         else:
             source_id = f"size:{size}"
         resolved = etag or modified
-        rf = RemoteFile(self.name, size, source_id, dict(self.expect), ranges=ranges, ref=(self.uri, etag))
+        rf = RemoteFile(self.name, size, source_id, dict(self.expect), ranges=ranges, ref=(self.fetch_url, etag))
         return resolved, [rf]
 
 
@@ -726,13 +802,27 @@ def _s3_error(exc: BaseException, what: str) -> HydrateError:
 
 
 class _S3Reader(Reader):
+    """The body of a GetObject. When botocore's stream is a plain (not content-decoded) urllib3 response over
+    http.client, bytes are read straight into a reusable buffer (one copy, no allocation per block); the length is
+    checked by the caller against the requested range either way."""
+
     def __init__(self, body: Any, what: str) -> None:
         self.body = body
         self.what = what
+        raw = getattr(body, "_raw_stream", None)
+        fp = getattr(raw, "_fp", None)
+        plain = raw is not None and not getattr(raw, "_decoder", None) and not getattr(raw, "decode_content", True)
+        self.fast = fp if plain and callable(getattr(fp, "readinto", None)) else None
 
     def read(self, n: int) -> Any:
         try:
+            if self.fast is not None:
+                buf = _buffer("net", READ_SIZE)
+                got = self.fast.readinto(buf[: min(n, len(buf))])
+                return buf[:got]
             return self.body.read(n)
+        except HydrateError:
+            raise
         except Exception as exc:
             raise _s3_error(exc, self.what) from None
 
@@ -859,9 +949,19 @@ class S3Source(Source):
             resp = self.client().get_object(**kwargs)
         except Exception as exc:
             raise _s3_error(exc, what) from None
-        if end is not None and int(resp.get("ContentLength", -1)) != end - start:
+        try:
+            check_response_length(
+                what,
+                rf.size,
+                start,
+                end,
+                ranged=end is not None,
+                content_length=resp.get("ContentLength"),
+                content_range=resp.get("ContentRange"),
+            )
+        except BaseException:
             resp["Body"].close()
-            raise TransientError(f"{what}: asked for {end - start} bytes at {start}, got {resp.get('ContentLength')}")
+            raise
         return _S3Reader(resp["Body"], what)
 
     def explain_mismatch(self, rf: RemoteFile, algos: list[str]) -> str | None:
@@ -1204,6 +1304,7 @@ class Hydrator:
         self._pending = 0
         self._cond = threading.Condition()
         self.pool: ThreadPoolExecutor | None = None
+        self.streams = 1  # parallel range streams per file (set by _download)
         self.created_dirs: set[str] = set()
         self.touched_dirs: set[str] = set()
         self.results: dict[str, dict[str, Any]] = {}
@@ -1659,19 +1760,32 @@ class Hydrator:
         return order
 
     def _job_tasks(self, job: FileJob) -> list[tuple[Callable[..., None], tuple[Any, ...]]]:
+        """A file's work: its missing chunks as at most ``self.streams`` tasks, each fetching a contiguous run of
+        chunks in order. One worker streaming a run in order lands every block at the hash cursor, so it is hashed
+        from memory while it is still in cache; only the starts of the other runs are ever read back."""
         if job.rf.size == 0:
             return [(self._finalize, (job,))]
         tasks: list[tuple[Callable[..., None], tuple[Any, ...]]] = []
         if any(job.done):  # resumed chunks: hash them (and finalize if nothing is missing)
             tasks.append((self._advance, (job,)))
-        tasks.extend((self._fetch_chunk, (job, i)) for i, d in enumerate(job.done) if not d)
+        todo = [i for i, d in enumerate(job.done) if not d]
+        streams = max(1, min(len(todo), self.streams))
+        per = -(-len(todo) // streams) if todo else 1
+        tasks.extend((self._fetch_chunks, (job, todo[g : g + per])) for g in range(0, len(todo), per))
         return tasks
+
+    def _fetch_chunks(self, job: FileJob, indexes: list[int]) -> None:
+        for i in indexes:
+            self._fetch_chunk(job, i)
 
     def _download(self, jobs: list[FileJob]) -> None:
         progress = self.progress
         if progress is None:  # pragma: no cover
             raise HydrateError("internal error: no progress")
         progress.start()
+        # Parallel streams per file: all workers on one file, one each when there are as many files as workers.
+        fetching = sum(1 for job in jobs if job.rf.size != 0 and not all(job.done))
+        self.streams = max(1, -(-self.args.workers // max(1, fetching)))
         self.pool = ThreadPoolExecutor(self.args.workers, thread_name_prefix="hydrate")
         try:
             for fn, a in self._task_order(jobs):
@@ -1926,6 +2040,25 @@ class Hydrator:
 # --------------------------------------------------------------------------- command line
 
 
+def usable_cpus() -> float:
+    """CPUs this process may use: its affinity mask, capped by a cgroup v2 CPU quota (a container's CPU limit)."""
+    try:
+        cpus: float = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    with contextlib.suppress(OSError, ValueError):
+        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as f:
+            quota, period = f.read().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1.0, int(quota) / int(period)))
+    return cpus
+
+
+def default_workers() -> int:
+    """Hashing (MD5 against the source, sha256 for the manifest) keeps a worker busy: two per usable CPU, 2 to 8."""
+    return max(2, min(8, int(2 * usable_cpus())))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hydrate.py",
@@ -1945,7 +2078,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--include", action="append", metavar="GLOB", help="only files matching (repeatable; '*' crosses '/')"
     )
     p.add_argument("--exclude", action="append", metavar="GLOB", help="skip files matching (repeatable)")
-    p.add_argument("--workers", type=int, default=8, metavar="N", help="parallel requests (default 8)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="parallel requests (default: 2 per usable CPU, at least 2 and at most 8: every byte is hashed twice, "
+        "so more threads than that only take turns)",
+    )
     p.add_argument(
         "--chunk-size",
         type=parse_size,
@@ -1985,6 +2125,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.workers is None:
+        args.workers = default_workers()
     if args.workers < 1 or args.retries < 0 or args.digest_retries < 0:
         parser.error("--workers must be >= 1 and --retries/--digest-retries >= 0")
     log = Log(args.log_format)

@@ -19,6 +19,7 @@ from ansible_collections.gpufleet.serving.plugins.filter.cache_manifests import 
     cache_job_status,
     cache_jobs_to_delete,
     cache_manifests,
+    cache_pvc_change_error,
     cache_status_summary,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import HydrationOptions, cache_objects
@@ -45,6 +46,7 @@ def test_filters_are_registered():
         "cache_job_action": cache_job_action,
         "cache_jobs_to_delete": cache_jobs_to_delete,
         "cache_adopted_volume": cache_adopted_volume,
+        "cache_pvc_change_error": cache_pvc_change_error,
     }
 
 

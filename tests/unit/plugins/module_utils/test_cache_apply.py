@@ -117,3 +117,62 @@ def test_adopted_volume_filter():
 def test_the_filters_are_registered():
     names = set(FilterModule().filters())
     assert {"cache_job_action", "cache_jobs_to_delete", "cache_adopted_volume"} <= names
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Immutable PVC fields (issue 16): a clear message naming the object and the way forward, before anything is applied
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _pvc(storage_class: str = "filestore-rwx", size: str = "20Gi", modes: tuple[str, ...] = ("ReadWriteMany",)):
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "gpufleet-cache-qwen", "namespace": "ml-team"},
+        "spec": {
+            "accessModes": list(modes),
+            "volumeMode": "Filesystem",
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+
+
+def test_a_changed_storage_class_names_the_pvc_and_the_way_forward():
+    from ansible_collections.gpufleet.serving.plugins.filter.cache_manifests import cache_pvc_change_error
+
+    message = cache_pvc_change_error([_pvc("filestore-rwx")], _pvc("premium-rwx"), "gke-a")
+    assert "PersistentVolumeClaim ml-team/gpufleet-cache-qwen on cluster gke-a" in message
+    assert "storage class is 'filestore-rwx', the cache now asks for 'premium-rwx'" in message
+    assert "delete pvc gpufleet-cache-qwen" in message and "Nothing was changed" in message
+
+
+@pytest.mark.parametrize(
+    ("existing", "desired", "problem"),
+    [
+        ([], _pvc("other"), ""),  # a new volume
+        ([_pvc()], _pvc(), ""),
+        ([_pvc(size="20Gi")], _pvc(size="40Gi"), ""),  # growing is a mutable change (volume expansion)
+        ([_pvc(size="20Gi")], _pvc(size="10Gi"), "size would shrink from 20Gi to 10Gi"),
+        ([_pvc(modes=("ReadWriteOnce",))], _pvc(), "access modes"),
+    ],
+)
+def test_pvc_change_error(existing, desired, problem):
+    from ansible_collections.gpufleet.serving.plugins.module_utils.cache_apply import pvc_change_error
+
+    message = pvc_change_error(existing, desired, "gke-a")
+    assert (problem in message) if problem else message == ""
+
+
+def test_the_apply_tasks_check_the_pvc_before_applying_it():
+    from pathlib import Path
+
+    import yaml
+
+    tasks = yaml.safe_load(
+        (Path(__file__).resolve().parents[4] / "roles/model_cache/tasks/apply_hydrate.yml").read_text()
+    )
+    names = [t["name"] for t in tasks]
+    check = names.index("Refuse a change the cache volume cannot take")
+    assert check < names.index("Apply the cache volume and the hydrator ConfigMap")
+    assert "cache_pvc_change_error" in tasks[check]["vars"]["__model_cache_pvc_problem"]

@@ -259,6 +259,47 @@ def test_job_name_changes_with_anything_the_pod_runs():
     assert other_script["metadata"]["name"] != base
 
 
+def test_job_name_covers_the_whole_immutable_pod_template_metadata_too():
+    """A Job's pod template is immutable, its metadata included: a change there must be a new Job, not a failed apply."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import job_name
+
+    job = by_kind(objects(cache()))["Job"]
+    model = as_cache(cache())
+    changed = copy.deepcopy(job["spec"])
+    changed["template"]["metadata"]["labels"]["example.com/team"] = "a"
+    annotated = copy.deepcopy(job["spec"])
+    annotated["template"]["metadata"]["annotations"] = {"example.com/x": "1"}
+    names = {job_name(model, job["spec"]), job_name(model, changed), job_name(model, annotated)}
+    assert job["metadata"]["name"] == job_name(model, job["spec"])
+    assert len(names) == 3
+
+
+def test_http_secrets_reach_the_job_as_references_only():
+    basic = {"http": {"url": "https://h.example.com/m.gguf", "credentials_secret": "http-basic"}}
+    env = env_map(by_kind(objects(cache(basic)))["Job"])
+    assert env["GPUFLEET_HTTP_USERNAME"] == {"secretKeyRef": {"name": "http-basic", "key": "username"}}
+    assert env["GPUFLEET_HTTP_PASSWORD"] == {"secretKeyRef": {"name": "http-basic", "key": "password"}}
+    presigned = {"http": {"url": "https://b.s3.amazonaws.com/m.gguf", "url_secret": "presigned-url"}}
+    job = by_kind(objects(cache(presigned)))["Job"]
+    assert env_map(job)["GPUFLEET_SOURCE_URL"] == {"secretKeyRef": {"name": "presigned-url", "key": "url"}}
+    assert container(job)["args"][:2] == ["--source", "https://b.s3.amazonaws.com/m.gguf"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:hunter2@h.example.com/m.gguf",
+        "https://b.s3.amazonaws.com/m.gguf?X-Amz-Algorithm=AWS4&X-Amz-Signature=hunter2",
+    ],
+)
+def test_a_credential_url_never_becomes_an_object(url):
+    """Used to be copied into every cluster's Job args and the gpufleet.io/source annotation."""
+    with pytest.raises(FleetValidationError) as info:
+        objects(cache({"http": {"url": url}}))
+    assert "hunter2" not in str(info.value)
+    assert "source.http.url" in str(info.value)
+
+
 def test_job_name_is_stable_and_the_same_on_every_cluster():
     assert job_name_of(cache()) == job_name_of(cache())
     assert job_name_of(cache(), "gke-a") == job_name_of(cache(), "eks-b", storage_class="efs-sc")

@@ -50,9 +50,24 @@ def test_summary_table_lists_clusters_pools_and_deployments():
 
 
 def test_patterns_are_resolved_and_restricted_to_the_fleet():
-    fleet = run(example_fleet(), resolve_pattern=lambda p: ["onprem-a", "not-a-cluster"] if "onprem" in p else [])
+    fleet = run(
+        example_fleet(),
+        resolve_pattern=lambda p: ["onprem-a", "not-a-cluster"] if "onprem" in p else ["gke-us-central1", "x"],
+    )
     assert fleet.targets["deepseek-v3"] == ["onprem-a"]
-    assert fleet.targets["qwen-demo"] == []
+    assert fleet.targets["qwen-demo"] == ["gke-us-central1"]
+
+
+def test_a_host_pattern_matching_no_cluster_is_an_error_naming_the_field():
+    """``clusters: gpufleet_cluster`` (one letter short) used to validate with no candidates and prune everything."""
+    data = example_fleet()
+    data["deployments"][0]["clusters"] = "gpufleet_cluster"
+    resolver = {"gpufleet_cluster": [], "gpufleet_clusters:&prod": ["gke-us-central1"]}
+    with pytest.raises(FleetValidationError) as err:
+        run(data, resolve_pattern=lambda p: resolver.get(p, ["gke-us-central1", "onprem-a"]))
+    assert err.value.errors[0][0] == "gpufleet_model_deployments[0].clusters"
+    assert "'gpufleet_cluster' matches no cluster" in err.value.errors[0][1]
+    assert len(err.value.errors) == 1
 
 
 Mutator = Callable[[dict[str, Any]], None]
@@ -348,6 +363,86 @@ MALFORMED: list[tuple[str, Mutator, str, str]] = [
         "gpufleet_model_caches[0].source.s3.uri",
         "does not match the expected form",
     ),
+    # Issue 16: YAML 1.1 booleans are not numbers, booleans are real booleans.
+    ("replicas-yes", _set("deployments.0.replicas", True), "gpufleet_model_deployments[0].replicas", "integer"),
+    (
+        "copies-on",
+        _set("deployments.0.engines.0.copies", True),
+        "gpufleet_model_deployments[0].engines[0].copies",
+        "integer",
+    ),
+    (
+        "count-true",
+        _set(f"{STANDALONE}.node_selector.devices.0.count", True),
+        "gpufleet_model_deployments[0].engines[0].members[0].node_selector.devices[0].count",
+        "must be an integer (got True)",
+    ),
+    ("replicas-string", _set("deployments.0.replicas", "3"), "gpufleet_model_deployments[0].replicas", "integer"),
+    ("ray-string", _set("deployments.0.ray", "yes"), "gpufleet_model_deployments[0].ray", "must be true or false"),
+    (
+        "ready-string",
+        _set(f"{GKE}.gpufleet_ready", "no"),
+        "hostvars['gke-us-central1'].gpufleet_ready",
+        "true or false",
+    ),
+    (
+        "node-count-float",
+        _set(f"{GKE}.gpufleet_node_pools.0.node_count", 2.0),
+        "hostvars['gke-us-central1'].gpufleet_node_pools[0].node_count",
+        "must be an integer",
+    ),
+    (
+        "class-device-count-bool",
+        _set(f"{L4}.devices.0.count", True),
+        "gpufleet_inference_classes['l4-1x'].devices[0].count",
+        "must be an integer",
+    ),
+    # Kubernetes' ResourceSlice limits on attribute values and names.
+    (
+        "attribute-int-over-int64",
+        _set(f"{L4}.devices.0.attributes.numaNode", {"int": 2**70}),
+        "gpufleet_inference_classes['l4-1x'].devices[0].attributes.numaNode",
+        "outside the int64 range",
+    ),
+    (
+        "attribute-string-over-64",
+        _set(f"{L4}.devices.0.attributes.productName", {"string": "x" * 65}),
+        "gpufleet_inference_classes['l4-1x'].devices[0].attributes.productName",
+        "at most 64",
+    ),
+    (
+        "attribute-domain-over-63",
+        _set(f"{L4}.devices.0.attributes", {("a" * 60) + ".example.com/x": {"string": "x"}}),
+        "gpufleet_inference_classes['l4-1x'].devices[0].attributes",
+        "at most 63 characters",
+    ),
+    (
+        "driver-over-63",
+        _set(f"{L4}.devices.0.driver", ("a" * 60) + ".example.com"),
+        "gpufleet_inference_classes['l4-1x'].devices[0].driver",
+        "at most 63",
+    ),
+    (
+        "kubernetes-version-garbage",
+        _set(f"{GKE}.gpufleet_gke.kubernetes_version", "1.34.0-garbage;rm -rf"),
+        "hostvars['gke-us-central1'].gpufleet_gke.kubernetes_version",
+        "must be a Kubernetes version",
+    ),
+    (
+        "kubernetes-version-trailing",
+        _set("hosts.eks-us-east-1.gpufleet_eks.kubernetes_version", "1.36 "),
+        "hostvars['eks-us-east-1'].gpufleet_eks.kubernetes_version",
+        "must be a Kubernetes version",
+    ),
+    # Two caches on one PVC.
+    (
+        "cache-duplicate-claim-name",
+        lambda d: d["caches"].append(
+            {**d["caches"][0], "name": "other", "storage": {"claim_name": f"gpufleet-cache-{d['caches'][0]['name']}"}}
+        ),
+        "gpufleet_model_caches[1].storage.claim_name",
+        "uses too on",
+    ),
 ]
 
 
@@ -403,3 +498,57 @@ def test_toleration_semantics_follow_kubernetes():
     assert not Toleration(key="gpufleet.io/drain", operator="Exists", effect="NoSchedule").tolerates(drain)
     assert Toleration(operator="Exists").tolerates(drain)
     assert not Toleration(key="other", operator="Exists").tolerates(drain)
+
+
+@pytest.mark.parametrize("version", ["1.34", "1.34.1", "1.34.1-gke.1431000", "1.35.0-eks-1-35-20251120", "1.36"])
+def test_provider_patch_versions_stay_valid(version: str):
+    data = example_fleet()
+    data["hosts"]["gke-us-central1"]["gpufleet_gke"]["kubernetes_version"] = version
+    assert run(data).clusters["gke-us-central1"].gke.kubernetes_version == version
+
+
+def test_same_claim_name_on_disjoint_clusters_is_allowed():
+    data = example_fleet()
+    first = data["caches"][0]
+    data["caches"].append({**first, "name": "other", "storage": {"claim_name": f"gpufleet-cache-{first['name']}"}})
+    data["caches"][0]["clusters"] = "a"
+    data["caches"][1]["clusters"] = "b"
+    fleet = run(data, resolve_pattern=lambda p: {"a": ["onprem-a"], "b": ["gke-us-central1"]}.get(p, ["onprem-a"]))
+    assert fleet.cache_targets == {first["name"]: ["onprem-a"], "other": ["gke-us-central1"]}
+
+
+SECRET = "s3cr3t-value"
+
+
+@pytest.mark.parametrize(
+    ("source", "path"),
+    [
+        ({"http": {"url": f"https://user:{SECRET}@models.example.com/m.safetensors"}}, "source.http.url"),
+        (
+            {"http": {"url": f"https://b.s3.amazonaws.com/m.bin?X-Amz-Credential=AK&X-Amz-Signature={SECRET}"}},
+            "source.http.url",
+        ),
+        ({"http": {"url": f"https://h.example.com/m.bin?token={SECRET}"}}, "source.http.url"),
+        (
+            {"s3": {"uri": "s3://models/qwen", "endpoint": f"https://ak:{SECRET}@minio.example.com"}},
+            "source.s3.endpoint",
+        ),
+    ],
+)
+def test_credentials_in_source_urls_are_rejected_without_echoing_them(source: dict[str, Any], path: str):
+    data = example_fleet()
+    data["caches"][0]["source"] = source
+    with pytest.raises(FleetValidationError) as info:
+        run(data)
+    # The cache is invalid, so the deployment that uses it names an unknown cache too; nothing else is reported.
+    assert [p for p, _r in info.value.errors if "caches" in p] == [f"gpufleet_model_caches[0].{path}"]
+    assert "Secret" in str(info.value)
+    assert SECRET not in str(info.value)
+
+
+def test_plain_and_secret_backed_http_sources_are_valid():
+    data = example_fleet()
+    data["caches"][0]["source"] = {"http": {"url": "https://h.example.com/m.bin?download=1", "url_secret": "presigned"}}
+    assert run(data).caches[0].source.http.url_secret == "presigned"
+    data["caches"][0]["source"] = {"http": {"url": "https://h.example.com/m.bin", "credentials_secret": "basic"}}
+    assert run(data).caches[0].source.http.credentials_secret == "basic"

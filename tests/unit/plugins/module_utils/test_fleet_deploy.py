@@ -176,3 +176,39 @@ def test_explain_lines_flatten_clusters_and_pools():
         {"b": {"code": "NotReady", "reason": "cluster is not ready"}, "a": {"reason": "no pool", "pools": {"l4": "x"}}}
     )
     assert lines == ["a: no pool", "  a/l4: x", "b: cluster is not ready"]
+
+
+def test_a_short_deployment_is_degraded_in_the_status_and_the_table():
+    data = example_fleet()
+    data["deployments"][0]["replicas"] = 500
+    fleet = validate_fleet(
+        classes=data["classes"], hosts=data["hosts"], deployments=data["deployments"], caches=data["caches"]
+    ).to_dict()
+    outcome = place_fleet(fleet, [])
+    name = data["deployments"][0]["name"]
+    assert outcome.statuses()[name] == "Degraded"
+    assert [k for k, v in outcome.statuses().items() if v == "Degraded"] == outcome.shortfalls()
+    assert place_fleet(
+        validate_fleet(
+            classes=data["classes"],
+            hosts=data["hosts"],
+            deployments=example_fleet()["deployments"],
+            caches=data["caches"],
+        ).to_dict(),
+        [],
+    ).statuses() == {d["name"]: "Ready" for d in example_fleet()["deployments"]}
+    assert outcome.table()[0].split()[:5] == ["DEPLOYMENT", "DESIRED", "SCHEDULED", "STATUS", "CONDITION"]
+    assert next(line for line in outcome.table() if line.startswith(name)).split()[3] == "Degraded"
+
+
+def test_fail_on_unschedulable_stops_the_role_before_anything_is_written_or_applied():
+    from pathlib import Path
+
+    import yaml
+
+    tasks = yaml.safe_load((Path(__file__).resolve().parents[4] / "roles/model_deployment/tasks/main.yml").read_text())
+    names = [t["name"] for t in tasks]
+    stop = names.index("Fail before writing anything when a deployment is short of replicas and that is fatal")
+    assert names.index("Place every deployment") < stop < names.index("Render every cluster's serving workloads")
+    assert stop < names.index("Apply every cluster's serving workloads")
+    assert "model_deployment_fail_on_unschedulable | bool" in tasks[stop]["when"]

@@ -80,3 +80,160 @@ def test_read_back_by_selector(tmp_path):
     found = list(read_objects(tmp_path, selector={"gpufleet.io/deployment": "qwen"}))
     assert [(c, o["metadata"]["name"]) for c, _rel, o in found] == [("a", "qwen-1")]
     assert list(read_objects(tmp_path / "missing")) == []
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Issue 16: a safe, transactional store
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def test_a_symlinked_namespace_directory_is_never_written_through(tmp_path):
+    root, outside = tmp_path / "render", tmp_path / "outside"
+    outside.mkdir()
+    (root / "c").mkdir(parents=True)
+    (root / "c" / "ml").symlink_to(outside)
+    with pytest.raises(GpufleetError, match="is a symlink"):
+        sync(root, "c", [obj("Service", "qwen-1")], OWNER)
+    assert list(outside.iterdir()) == []
+
+
+def test_an_outside_owned_file_behind_a_symlink_is_never_pruned(tmp_path):
+    root, outside = tmp_path / "render", tmp_path / "outside"
+    sync(outside, "c", [obj("Service", "victim")], OWNER)  # an owned-looking file outside the render directory
+    root.mkdir()
+    (root / "c").symlink_to(outside / "c")
+    with pytest.raises(GpufleetError, match="is a symlink"):
+        sync(root, "c", [], OWNER)
+    assert (outside / "c/ml/service-victim.yaml").exists()
+    with pytest.raises(GpufleetError, match="is a symlink"):
+        list(read_objects(root))
+
+
+def test_a_symlinked_file_is_not_written_through(tmp_path):
+    root, target = tmp_path / "render", tmp_path / "target.yaml"
+    target.write_text("keep\n")
+    (root / "c/ml").mkdir(parents=True)
+    (root / "c/ml/service-qwen-1.yaml").symlink_to(target)
+    with pytest.raises(GpufleetError, match="is a symlink"):
+        sync(root, "c", [obj("Service", "qwen-1")], OWNER)
+    assert target.read_text() == "keep\n"
+
+
+def test_all_clusters_or_none_when_one_directory_cannot_be_written(tmp_path):
+    import os
+
+    from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction
+
+    if os.geteuid() == 0:
+        pytest.skip("root ignores directory permissions; the failure is injected in the next test")
+    _all_or_none(tmp_path, lambda root: os.chmod(root / "b/ml", 0o500), Transaction)
+
+
+def test_all_clusters_or_none_when_staging_fails(tmp_path, monkeypatch):
+    from ansible_collections.gpufleet.serving.plugins.module_utils import manifest_dir
+
+    real = manifest_dir._stage
+
+    def failing(path, text):
+        if "/b/" in str(path):
+            raise OSError(28, "No space left on device")
+        return real(path, text)
+
+    _all_or_none(tmp_path, lambda root: monkeypatch.setattr(manifest_dir, "_stage", failing), manifest_dir.Transaction)
+
+
+def _all_or_none(tmp_path, break_b, transaction):
+    root = tmp_path / "render"
+    for cluster in ("a", "b"):
+        sync(root, cluster, [obj("Service", "qwen-1", labels={**OWNER, "v": "1"})], OWNER)
+    before = {p: p.read_text() for p in root.rglob("*.yaml")}
+    break_b(root)
+    txn = transaction(root)
+    for cluster in ("a", "b"):
+        txn.plan(cluster, [obj("Service", "qwen-1", labels={**OWNER, "v": "2"}), obj("Service", "new")], OWNER)
+    try:
+        with pytest.raises(GpufleetError, match="Nothing was changed"):
+            txn.commit()
+    finally:
+        (root / "b/ml").chmod(0o755)
+    assert {p: p.read_text() for p in root.rglob("*.yaml")} == before
+    assert not [p for p in root.rglob("*") if p.name.startswith(".gpufleet-stage.")]
+
+
+def test_a_killed_switch_is_rolled_forward_by_the_next_run(tmp_path, monkeypatch):
+    from ansible_collections.gpufleet.serving.plugins.module_utils import manifest_dir
+
+    root = tmp_path / "render"
+    sync(root, "a", [obj("Service", "old")], OWNER)
+    calls = []
+    real_replace = manifest_dir.os.replace
+
+    def dies_after_one(src, dst):
+        calls.append(dst)
+        if len(calls) == 3:  # the journal, then one file: then the run is killed
+            raise KeyboardInterrupt
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(manifest_dir.os, "replace", dies_after_one)
+    txn = manifest_dir.Transaction(root)
+    txn.plan("a", [obj("Service", "x"), obj("Service", "y")], OWNER)
+    txn.plan("b", [obj("Service", "z")], OWNER)
+    with pytest.raises(KeyboardInterrupt):
+        txn.commit()
+    monkeypatch.setattr(manifest_dir.os, "replace", real_replace)
+    assert (root / ".gpufleet/commit.json").exists()
+    sync(root, "c", [], OWNER)  # any next writer finishes the switch first
+    names = sorted(str(p.relative_to(root)) for p in root.rglob("*.yaml"))
+    assert names == ["a/ml/service-x.yaml", "a/ml/service-y.yaml", "b/ml/service-z.yaml"]
+    assert not (root / ".gpufleet/commit.json").exists()
+
+
+def test_a_concurrent_writer_fails_with_a_clear_message(tmp_path):
+    from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import render_lock
+
+    root = tmp_path / "render"
+    with (
+        render_lock(root),
+        pytest.raises(GpufleetError, match=r"being written by another run \(pid \d+"),
+        render_lock(root, wait=0.3),
+    ):
+        pass
+    with render_lock(root, wait=0):  # released
+        pass
+    # The lock and journal never reach Git.
+    assert (root / ".gpufleet/.gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_a_run_does_not_overwrite_what_another_run_wrote_since_it_read(tmp_path):
+    from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction, tree_token
+
+    root = tmp_path / "render"
+    sync(root, "a", [obj("Service", "one")], OWNER)
+    token = tree_token(root)  # run 1 reads for placement
+    sync(root, "a", [obj("Service", "two")], OWNER)  # run 2 writes meanwhile
+    txn = Transaction(root, expect_token=token)
+    txn.plan("a", [obj("Service", "three")], OWNER)
+    with pytest.raises(GpufleetError, match="changed since this run read it"):
+        txn.commit()
+    assert sorted(p.name for p in root.rglob("*.yaml")) == ["service-two.yaml"]
+    fresh = Transaction(root, expect_token=tree_token(root))
+    fresh.plan("a", [obj("Service", "three")], OWNER)
+    assert fresh.commit().written == ["a/ml/service-three.yaml"]
+    assert tree_token(tmp_path / "missing") == ""
+
+
+def test_clusters_that_left_the_inventory_lose_their_owned_files_only(tmp_path):
+    from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction
+
+    root = tmp_path / "render"
+    sync(root, "gone", [obj("Service", "qwen-1"), obj("Service", "x", labels={"other": "1"})], OWNER)
+    sync(root, "kept", [obj("Service", "qwen-2")], OWNER)
+    txn = Transaction(root)
+    txn.plan("kept", [obj("Service", "qwen-2")], OWNER)
+    assert txn.prune_other_clusters(["kept"], OWNER) == ["gone"]
+    result = txn.commit()
+    assert result.removed == ["gone/ml/service-qwen-1.yaml"] and result.removed_clusters == ["gone"]
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*.yaml")) == [
+        "gone/ml/service-x.yaml",
+        "kept/ml/service-qwen-2.yaml",
+    ]

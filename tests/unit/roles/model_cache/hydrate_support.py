@@ -83,6 +83,9 @@ class BlobServer(ThreadingHTTPServer):
         self.fail_chunks_next = 0  # answer 503 to the next N ranged GETs (not the 1-byte probe)
         self.ranges = True
         self.basic_auth: tuple[str, str] | None = None
+        # When set: the 1-byte range probe reports this total size, while GETs serve the real file (a server, proxy
+        # or CDN whose answers disagree).
+        self.probe_total: int | None = None
 
     @property
     def url(self) -> str:
@@ -178,7 +181,8 @@ class BlobHandler(BaseHTTPRequestHandler):
         if srv.ranges:
             self.send_header("Accept-Ranges", "bytes")
         if status == 206:
-            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
+            total = srv.probe_total if rng == "bytes=0-0" and srv.probe_total is not None else size
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{total}")
         if etag:
             self.send_header("ETag", etag)
         for k, v in (extra or {}).items():

@@ -250,3 +250,80 @@ def test_two_hydrators_on_one_volume_are_serialised(http_server: BlobServer, tmp
     assert "already hydrated" in out  # it waited, then found the work done
     assert http_server.bytes_sent == len(data) + 1  # fetched once (+ the 1-byte probe)
     assert tree(dest) == {"m.bin": data}
+
+
+# --------------------------------------------------------------------------- issue 16: sizes the server disagrees on
+
+
+@pytest.mark.parametrize(
+    ("probe_total", "extra"),
+    [
+        (40_000, ()),  # the probe says one small chunk: a plain GET then delivers the whole (longer) file
+        (500_000, ()),  # the probe says half the size: every ranged answer names the real total
+        (500_000, ("--hash-mode", "final")),
+    ],
+)
+def test_probe_and_get_disagreeing_on_the_size_never_write_a_manifest(
+    http_server: BlobServer, tmp_path: Path, hyd, probe_total: int, extra: tuple[str, ...]
+) -> None:
+    """Used to store the first probe_total bytes and write the completion manifest (a truncated "ready" cache)."""
+    http_server.put("/m.bin", BIG)
+    http_server.probe_total = probe_total
+    res = hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d", *extra))
+    assert res.rc == 6, res
+    assert "size mismatch" in res.err or "asked for bytes" in res.err
+    assert not (tmp_path / "d" / ".gpufleet" / "manifest.json").exists()
+    assert not (tmp_path / "d" / "m.bin").exists()
+
+
+def test_response_length_checks(hyd) -> None:
+    from hydrate_support import load_hydrate
+
+    h = load_hydrate()
+    ok = h.check_response_length
+    ok("f", 100, 0, 50, ranged=True, content_length="50", content_range="bytes 0-49/100")
+    ok("f", 100, 0, None, ranged=False, content_length="100")
+    ok("f", 100, 50, 100, ranged=True, content_length=50)  # S3-compatible server without Content-Range
+    for kwargs in (
+        {"ranged": True, "content_length": "50", "content_range": "bytes 0-49/120"},  # another total
+        {"ranged": True, "content_length": "40", "content_range": "bytes 0-39/100"},  # a shorter range
+        {"ranged": True, "content_length": "60", "content_range": "bytes 0-49/100"},  # length and range disagree
+        {"ranged": True, "content_length": "49"},
+    ):
+        with pytest.raises(h.DigestError):
+            ok("f", 100, 0, 50, **kwargs)
+    with pytest.raises(h.DigestError, match="size mismatch"):
+        ok("f", 100, 0, None, ranged=False, content_length="150")
+
+
+def test_http_secrets_come_from_the_environment(
+    http_server: BlobServer, tmp_path: Path, hyd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    http_server.put("/m.bin", BIG)
+    http_server.basic_auth = ("alice", "pw-from-secret")
+    monkeypatch.setenv("GPUFLEET_HTTP_USERNAME", "alice")
+    monkeypatch.setenv("GPUFLEET_HTTP_PASSWORD", "pw-from-secret")
+    res = hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d"))
+    assert res.rc == 0, res
+    assert "pw-from-secret" not in res.out + res.err
+    assert "pw-from-secret" not in (tmp_path / "d" / ".gpufleet" / "manifest.json").read_text()
+
+
+def test_a_presigned_url_from_the_environment_is_fetched_but_never_shown(
+    http_server: BlobServer, tmp_path: Path, hyd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    http_server.put("/m.bin", BIG)
+    monkeypatch.setenv("GPUFLEET_SOURCE_URL", f"{http_server.url}/m.bin?X-Amz-Signature=sig-from-secret")
+    res = hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d"))
+    assert res.rc == 0, res
+    assert all("X-Amz-Signature=sig-from-secret" in r["path"] for r in gets(http_server))
+    manifest = (tmp_path / "d" / ".gpufleet" / "manifest.json").read_text()
+    assert "sig-from-secret" not in res.out + res.err + manifest
+    # A rotated signature is the same source: nothing is fetched again.
+    monkeypatch.setenv("GPUFLEET_SOURCE_URL", f"{http_server.url}/m.bin?X-Amz-Signature=rotated")
+    n = len(http_server.requests)
+    assert hyd(*args(f"{http_server.url}/m.bin", tmp_path / "d")).rc == 0
+    assert len(http_server.requests) == n
+    monkeypatch.setenv("GPUFLEET_SOURCE_URL", f"{http_server.url}/other.bin?X-Amz-Signature=x")
+    res = hyd(*args(f"{http_server.url}/m.bin", tmp_path / "e"))
+    assert res.rc == 2 and "does not point at" in res.err
