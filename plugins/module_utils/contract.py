@@ -140,13 +140,21 @@ def is_label_key(key: str) -> bool:
 
 
 def role_contract() -> dict[str, Any]:
-    """What the roles' YAML needs of the contract, returned by ``fleet_info`` as ``contract``: owner selectors, the
-    kinds a serving render emits (pruned in apply mode) and the workload kinds whose readiness is awaited."""
+    """What the roles' YAML needs of the contract, returned by ``fleet_info`` as ``contract`` and by the
+    ``gpufleet.serving.contract`` lookup: owner labels and selectors, label and annotation keys the roles read or
+    write, the kinds a serving render emits (pruned in apply mode) and the workload kinds whose readiness is awaited."""
     from ansible_collections.gpufleet.serving.plugins.module_utils.backends import serving_kinds, workload_kinds
 
     return {
+        "managed_selector": selector(MANAGED),
         "serving_owner_selector": selector(SERVING_OWNER),
         "cache_owner_selector": selector(CACHE_OWNER),
+        "cache_owner_labels": dict(CACHE_OWNER),
+        "label_component": LABEL_COMPONENT,
+        "component_cache": COMPONENT_CACHE,
+        "label_cache": LABEL_CACHE,
+        "label_cluster": LABEL_CLUSTER,
+        "annotation_hydrated_by": ANNOTATION_HYDRATED_BY,
         "annotation_placement": ANNOTATION_PLACEMENT,
         "node_pool_label": NODE_POOL_LABEL,
         "serving_kinds": [k.to_dict() for k in serving_kinds()],

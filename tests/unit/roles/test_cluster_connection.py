@@ -67,3 +67,26 @@ def test_model_deployment_pins_before_it_reads_or_applies():
 def test_the_connection_role_uses_the_tested_filter():
     (task,) = yaml.safe_load((ROLES_DIR / "cluster_connection/tasks/main.yml").read_text())
     assert "gpufleet.serving.k8s_connection" in task["ansible.builtin.set_fact"]["cluster_connection_k8s"]
+
+
+def test_no_role_spells_a_label_of_the_contract():
+    """Labels, annotations and selectors come from plugins/module_utils/contract.py (fleet_info's `contract`, the
+    gpufleet.serving.contract lookup), never from a role's YAML."""
+    for path in sorted(ROLES_DIR.glob("*/tasks/*.yml")) + sorted(ROLES_DIR.glob("*/vars/*.yml")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            assert "gpufleet.io/" not in code and "managed-by" not in code, f"{path}:{number}: {line.strip()}"
+
+
+def test_the_contract_lookup_returns_what_fleet_info_returns():
+    from ansible_collections.gpufleet.serving.plugins.lookup.contract import LookupModule
+    from ansible_collections.gpufleet.serving.plugins.module_utils.contract import role_contract
+
+    (contract,) = LookupModule().run([])
+    assert contract == role_contract()
+    assert contract["cache_owner_labels"] == {
+        "app.kubernetes.io/managed-by": "gpufleet.serving",
+        "gpufleet.io/component": "model-cache",
+    }
+    with pytest.raises(Exception, match="takes no terms"):
+        LookupModule().run(["x"])
