@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import observe_fleet, observed_pools
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import observed_replicas, place_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects, recover, tree_token
+from ansible_collections.gpufleet.serving.plugins.module_utils.placement import validate_classes
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -32,8 +34,20 @@ class ActionModule(GpufleetAction):
         observed = [r for r in observed_replicas(objects) if r["cluster"] not in unreachable]
         # A cluster that could not be read keeps the replicas it had at the last successful run.
         observed += [r for r in args["fallback_replicas"] if r.get("cluster") in unreachable]
+        # Observed capacity and drift: a pure function of what was read from the reachable clusters.
+        states = observe_fleet(
+            args["fleet"],
+            validate_classes(args["fleet"]["classes"]),
+            {c: objs for c, objs in args["cluster_objects"].items() if c not in unreachable},
+        )
         outcome = place_fleet(
-            args["fleet"], observed, unreachable=unreachable, drained=args["drained"], cordoned=args["cordoned"]
+            args["fleet"],
+            observed,
+            unreachable=unreachable,
+            drained=args["drained"],
+            cordoned=args["cordoned"],
+            observed_nodes=observed_pools(states) if args["capacity"] == "observed" else None,
+            capacity_notes={s.name: {p.pool: p.notes() for p in s.pools if p.notes()} for s in states},
         )
         return {
             "changed": outcome.changed,
@@ -48,4 +62,6 @@ class ActionModule(GpufleetAction):
             "table": outcome.table(),
             "explain": outcome.explain(),
             "render_token": token,
+            "drift": [s.to_dict() for s in states],
+            "drift_lines": [line for s in states for line in s.drift()],
         }

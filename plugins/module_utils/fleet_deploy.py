@@ -57,6 +57,8 @@ def observed_replicas(objects: Iterable[Mapping[str, Any]]) -> list[dict[str, An
 class FleetPlacement:
     replicas: list[dict[str, Any]] = field(default_factory=list)
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Observed capacity: why pools have fewer usable nodes than declared, ``{cluster: {pool: [cause]}}``.
+    capacity_notes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -107,18 +109,24 @@ class FleetPlacement:
         for name in self.shortfalls():
             res = self.results[name]
             lines.append(f"{name}: {res['scheduled']}/{res['desired']} scheduled - {res['condition']['message']}")
-            lines.extend(f"  {line}" for line in explain_lines(res.get("unschedulable")))
+            lines.extend(f"  {line}" for line in explain_lines(res.get("unschedulable"), self.capacity_notes))
         return lines
 
 
-def explain_lines(unschedulable: Mapping[str, Any] | None) -> list[str]:
-    """Flatten placement's ``unschedulable`` (``{cluster: {code, reason, pools: {pool: why}}}``) into lines."""
+def explain_lines(
+    unschedulable: Mapping[str, Any] | None, capacity_notes: Mapping[str, Mapping[str, list[str]]] | None = None
+) -> list[str]:
+    """Flatten placement's ``unschedulable`` (``{cluster: {code, reason, pools: {pool: why}}}``) into lines, each pool
+    followed by the observed causes of its missing capacity (``capacity_notes``), if any."""
     lines: list[str] = []
     table = unschedulable or {}
+    notes = capacity_notes or {}
     for cluster in sorted(table):
         entry = table[cluster]
         lines.append(f"{cluster}: {entry.get('reason') or entry.get('code', '')}")
-        lines.extend(f"  {cluster}/{pool}: {why}" for pool, why in (entry.get("pools") or {}).items())
+        for pool, why in (entry.get("pools") or {}).items():
+            lines.append(f"  {cluster}/{pool}: {why}")
+            lines.extend(f"    observed: {note}" for note in notes.get(cluster, {}).get(pool, []))
     return lines
 
 
@@ -128,15 +136,19 @@ def fleet_clusters(
     unreachable: Iterable[str] = (),
     drained: Iterable[str] = (),
     cordoned: Iterable[str] = (),
+    observed_nodes: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Clusters as placement sees them this run: unreachable ones take nothing new (``ready: false``) but keep what
-    they have; drained ones get the fleet's ``NoExecute`` drain taint, cordoned ones a ``NoSchedule`` taint."""
+    they have; drained ones get the fleet's ``NoExecute`` drain taint, cordoned ones a ``NoSchedule`` taint; with
+    ``observed_nodes`` (``{cluster: {pool: usable nodes}}``, observed capacity) a pool counts its usable nodes."""
     unreachable, drained, cordoned = set(unreachable), set(drained), set(cordoned)
+    observed_nodes = observed_nodes or {}
     out = {}
     for c in placement_clusters:
+        seen = observed_nodes.get(c["name"], {})
         item = {
             "name": c["name"],
-            "pools": list(c.get("pools", [])),
+            "pools": [{**p, "nodes": seen[p["name"]]} if p.get("name") in seen else p for p in c.get("pools", [])],
             "taints": list(c.get("taints", [])),
             "ready": c.get("ready", True),
         }
@@ -157,13 +169,19 @@ def place_fleet(
     unreachable: Iterable[str] = (),
     drained: Iterable[str] = (),
     cordoned: Iterable[str] = (),
+    observed_nodes: Mapping[str, Mapping[str, int]] | None = None,
+    capacity_notes: Mapping[str, Mapping[str, list[str]]] | None = None,
 ) -> FleetPlacement:
     """Place every deployment of a normalised fleet (``fleet_info``'s ``fleet``), in order, sharing capacity.
 
-    Classes, clusters and observed records are validated once for the whole fleet, each deployment once.
+    Classes, clusters and observed records are validated once for the whole fleet, each deployment once. With
+    ``observed_nodes`` pools count what was observed usable; ``capacity_notes`` (``{cluster: {pool: [cause]}}``)
+    name the observed causes in the explain lines.
     """
     require_pydantic()
-    by_name = fleet_clusters(fleet["clusters"], unreachable=unreachable, drained=drained, cordoned=cordoned)
+    by_name = fleet_clusters(
+        fleet["clusters"], unreachable=unreachable, drained=drained, cordoned=cordoned, observed_nodes=observed_nodes
+    )
     classes = validate_classes(fleet["classes"])
     models = {c.name: c for c in validate_clusters(list(by_name.values()), classes)}
     names = [d["name"] for d in fleet["deployments"]]
@@ -171,7 +189,7 @@ def place_fleet(
     current: list[ReplicaRecord] = ReplicaRecord.parse_list(
         [r for r in observed if r.get("deployment") in names], "observed"
     )
-    outcome = FleetPlacement()
+    outcome = FleetPlacement(capacity_notes={k: dict(v) for k, v in (capacity_notes or {}).items()})
     for dep_data in fleet["deployments"]:
         spec = {k: v for k, v in dep_data.items() if k != "candidate_clusters"}
         dep: ModelDeployment = parse(ModelDeployment, spec, "deployment")

@@ -230,6 +230,7 @@ class ClusterAPI:
             )
             body = json.loads(resp.data)
             for item in body.get("items") or []:
+                (item.get("metadata") or {}).pop("managedFields", None)  # large, and of use to no reader here
                 item.setdefault("apiVersion", api_version)
                 item.setdefault("kind", kind)
                 items.append(item)

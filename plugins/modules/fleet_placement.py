@@ -54,6 +54,22 @@ options:
     type: list
     elements: str
     default: []
+  cluster_objects:
+    description:
+      - Per cluster, the Nodes, ResourceSlices and ResourceClaims read from it (for example with
+        M(gpufleet.serving.fleet_read)). With them, RV(drift) says per cluster and pool what differs from the
+        declared fleet, and O(capacity=observed) places against what is really usable.
+    type: dict
+    default: {}
+  capacity:
+    description:
+      - V(declared) places against the inventory's node counts. V(observed) counts, per pool, only the nodes read in
+        O(cluster_objects) that are schedulable, Ready and publish every device of the pool's class (attributes and
+        capacity as the class says) with none tainted C(NoSchedule)/C(NoExecute) and none held by a ResourceClaim of
+        another workload. Clusters without objects (unreachable, or render mode) keep their declared counts.
+    type: str
+    choices: [declared, observed]
+    default: declared
 attributes:
   check_mode:
     support: full
@@ -133,6 +149,27 @@ status:
   returned: success
   type: dict
   sample: {qwen-demo: Ready, too-big: Degraded}
+drift:
+  description:
+    - Per cluster read in O(cluster_objects), per pool the declared, labelled and usable nodes and why nodes are not
+      usable; nodes that publish GPU devices without a pool label; claims of other workloads that hold devices.
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - cluster: lf-alpha
+      pools:
+        - {pool: l4, class: l4-1x, declared_nodes: 3, labelled_nodes: 3, usable_nodes: 2,
+           notes: ["1 of 3 nodes cordoned"], nodes: {l4-2: [cordoned]}}
+      unlabelled_nodes: []
+      unknown_pools: []
+      foreign_claims: []
+      drift: ["lf-alpha/l4: 1 of 3 nodes cordoned"]
+drift_lines:
+  description: Every line of RV(drift)'s C(drift), for every cluster (empty when what was read matches the fleet).
+  returned: success
+  type: list
+  elements: str
 render_token:
   description:
     - A fingerprint of the render directory taken just before it was read (empty when it does not exist yet), or

@@ -220,6 +220,186 @@ def test_a_value_changed_by_hand_is_put_back(fleet: Fleet) -> None:
     assert_all_ready(fleet)
 
 
+# --- observed capacity and drift (design.md §11) -------------------------------------------------------------------
+
+PROBE = {
+    "name": "probe",
+    "namespace": "chat-team",
+    "replicas": 30,  # more than the fleet has: the number scheduled is the number of nodes placement counts free
+    "engines": [
+        {
+            "name": "main",
+            "members": [
+                {
+                    "role": "Standalone",
+                    "node_selector": {
+                        "devices": [
+                            {
+                                "name": "gpu",
+                                "selectors": [
+                                    {"cel": 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("1Gi")) >= 0'}
+                                ],
+                            }
+                        ]
+                    },
+                    "template": {"spec": {"containers": [{"name": "engine", "image": "busybox"}]}},
+                }
+            ],
+        }
+    ],
+}
+
+
+def probe_status(fleet: Fleet, capacity: str) -> tuple[int, list[str], str]:
+    """status.yml (reads and places, applies nothing) with the probe deployment: (probe replicas scheduled, drift
+    lines, output)."""
+    out = fleet.playbook("status.yml", "-e", f"gpufleet_capacity={capacity}").stdout
+    row = re.search(r'"probe\s+30\s+(\d+)\s', out)
+    assert row, out[-4000:]
+    drift: list[str] = []
+    block = re.search(r"Report drift between the declared fleet.*?\n(ok: .*?)\n\n", out, re.S)
+    if block and "skipping" not in block.group(0):
+        drift = re.findall(r'^\s+"(.*)",?$', block.group(1), re.M)
+    return int(row.group(1)), drift, out
+
+
+def free_gpu_nodes(fleet: Fleet, host: str) -> list[str]:
+    """GPU nodes of ``host`` that run none of our pods, sorted."""
+    busy = {p["spec"].get("nodeName") for p in fleet.list(host, "", "v1", "pods", OWNER)}
+    return sorted(
+        n["metadata"]["name"]
+        for n in fleet.list(host, "", "v1", "nodes")
+        if "gpufleet.io/pool" in n["metadata"]["labels"] and n["metadata"]["name"] not in busy
+    )
+
+
+def test_observed_capacity_places_around_faults_and_reports_drift(fleet: Fleet) -> None:
+    import yaml
+
+    path = fleet.inventory / "group_vars" / "all" / "deployments.yml"
+    original = path.read_text()
+    data = yaml.safe_load(original)
+    data["gpufleet_model_deployments"].append(PROBE)
+    path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
+    alpha, beta, gamma = fleet.names
+    custom = {h: fleet.custom(h) for h in fleet.names}
+    try:
+        declared, drift, _ = probe_status(fleet, "declared")
+        observed, _, _ = probe_status(fleet, "observed")
+        assert drift == [] and observed == declared, drift
+
+        # 1. cordon a free node of lf-beta
+        cordoned = free_gpu_nodes(fleet, beta)[0]
+        fleet.core(beta).patch_node(cordoned, {"spec": {"unschedulable": True}})
+        # 2. delete the ResourceSlice of a free node of lf-alpha
+        sliced = next(n for n in free_gpu_nodes(fleet, alpha) if n.startswith("l4"))
+        (gone,) = [
+            rs
+            for rs in fleet.list(alpha, "resource.k8s.io", "v1", "resourceslices")
+            if rs["spec"]["nodeName"] == sliced
+        ]
+        custom[alpha].delete_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", gone["metadata"]["name"])
+        # 3. taint one device of a free node of lf-gamma, as a driver does for an unhealthy GPU
+        tainted = next(n for n in free_gpu_nodes(fleet, gamma) if n.startswith("a10g"))
+        (rs,) = [
+            r for r in fleet.list(gamma, "resource.k8s.io", "v1", "resourceslices") if r["spec"]["nodeName"] == tainted
+        ]
+        devices = rs["spec"]["devices"]
+        devices[0]["taints"] = [{"key": "gpu.nvidia.com/unhealthy", "value": "xid-79", "effect": "NoSchedule"}]
+        custom[gamma].patch_cluster_custom_object(
+            "resource.k8s.io", "v1", "resourceslices", rs["metadata"]["name"], {"spec": {"devices": devices}}
+        )
+        # 4. another team's pod whose claim the real scheduler allocates 5 GPUs of a free H100 node
+        host, held = next((h, n) for h in (alpha, gamma) for n in free_gpu_nodes(fleet, h) if n.startswith("h100"))
+        core = fleet.core(host)
+        core.create_namespace({"metadata": {"name": "other-team"}})
+        custom[host].create_namespaced_custom_object(
+            "resource.k8s.io",
+            "v1",
+            "other-team",
+            "resourceclaims",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": "batch-gpus"},
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 5}}]
+                    }
+                },
+            },
+        )
+        core.create_namespaced_pod(
+            "other-team",
+            {
+                "metadata": {"name": "batch"},
+                "spec": {
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [held]}]}
+                                ]
+                            }
+                        }
+                    },
+                    "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "resourceClaims": [{"name": "gpus", "resourceClaimName": "batch-gpus"}],
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpus"}]}}],
+                },
+            },
+        )
+        wait_for(
+            "the other team's claim is allocated",
+            lambda: (
+                custom[host]
+                .get_namespaced_custom_object("resource.k8s.io", "v1", "other-team", "resourceclaims", "batch-gpus")
+                .get("status", {})
+                .get("allocation")
+            ),
+        )
+
+        still, _, _ = probe_status(fleet, "declared")
+        assert still == declared  # declared capacity counts every faulty node as free
+        observed, drift, out = probe_status(fleet, "observed")
+        assert observed == declared - 4, out[-5000:]  # one node lost to each fault
+        for needle in (
+            f"{beta}/l4: 1 of 2 nodes cordoned",
+            f"{alpha}/l4: node {sliced}: 0 of 1 gpu devices (gpu.nvidia.com) published",
+            f"{gamma}/a10g: node {tainted}: device gpu-0 tainted gpu.nvidia.com/unhealthy=xid-79:NoSchedule",
+            f"node {held}: 5 device(s)",
+            "held by claim other-team/batch-gpus of another workload",
+        ):
+            assert any(needle in line for line in drift), (needle, drift)
+        # the explain lines name the observed cause next to the pool that lacks capacity
+        assert "observed: 1 of 2 nodes cordoned" in out
+
+        # remove every fault: the drift report is empty again and observed capacity equals declared
+        fleet.core(beta).patch_node(cordoned, {"spec": {"unschedulable": False}})
+        gone["metadata"] = {"name": gone["metadata"]["name"], "labels": gone["metadata"].get("labels", {})}
+        custom[alpha].create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", gone)
+        del devices[0]["taints"]
+        custom[gamma].patch_cluster_custom_object(
+            "resource.k8s.io", "v1", "resourceslices", rs["metadata"]["name"], {"spec": {"devices": devices}}
+        )
+        core.delete_namespace("other-team")
+        wait_for(
+            "the other team's claim is gone",
+            lambda: (
+                not [
+                    c
+                    for c in fleet.list(host, "resource.k8s.io", "v1", "resourceclaims", "")
+                    if c["metadata"]["namespace"] == "other-team"
+                ]
+            ),
+            timeout=90,
+        )
+        observed, drift, out = probe_status(fleet, "observed")
+        assert drift == [] and observed == declared, (drift, out[-3000:])
+    finally:
+        path.write_text(original)
+
+
 def test_scale_up_then_down_is_sticky(fleet: Fleet) -> None:
     first = replicas(fleet, "chat")
     fleet.set_deployment("chat", replicas=5)

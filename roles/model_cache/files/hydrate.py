@@ -1828,6 +1828,7 @@ class Hydrator:
         fd = self._open_job(job)
         start, end = job.chunks[i]
         multi = job.multi
+        attempt = job.attempt  # a digest mismatch restarts the file: this task then belongs to a finished attempt
         inline_ok = self.args.hash_mode == "ordered"
         off = start
         failures = 0
@@ -1889,9 +1890,11 @@ class Hydrator:
             job.done[0] = True
             self._finalize(job)
             return
-        if job.journal_fd is not None:
-            os.write(job.journal_fd, f"{start} {end}\n".encode())
         with job.lock:
+            if job.attempt != attempt:
+                return  # the file was restarted meanwhile: its new attempt's tasks own it now
+            if job.journal_fd is not None:
+                os.write(job.journal_fd, f"{start} {end}\n".encode())
             job.done[i] = True
         self._advance(job)
 
@@ -1901,6 +1904,7 @@ class Hydrator:
             if job.hash_busy or job.finalized:
                 return
             job.hash_busy = True
+            attempt = job.attempt
         fd = self._open_job(job)
         final_mode = self.args.hash_mode == "final"
         size = job.rf.size or 0
@@ -1924,10 +1928,12 @@ class Hydrator:
                     h.update(buf[:n])
                 pos += n
             with job.lock:
+                if job.attempt != attempt:  # pragma: no cover - only the hash holder restarts a file
+                    return
                 job.hash_pos = pos
         if last:
             with job.lock:
-                if job.finalized:
+                if job.finalized or job.attempt != attempt:
                     return
                 job.finalized = True
             self._finalize(job)
@@ -1955,8 +1961,9 @@ class Hydrator:
                 for a in problems
             )
             progress.add(-actual, fetched=False)
-            job.attempt += 1
-            job.restart()
+            with job.lock:  # tasks of the finished attempt see the new attempt number and leave the file alone
+                job.attempt += 1
+                job.restart()
             if job.attempt > self.args.digest_retries:
                 raise DigestError(f"{rf.path}: {detail} (after {job.attempt} attempts)")
             self.log.warn("verify", f"{rf.path}: {detail}; deleting it and fetching again ({job.attempt})")

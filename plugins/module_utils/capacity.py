@@ -1,0 +1,304 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Observed capacity and drift (design.md §11): what each pool of a cluster really has, from what was read.
+
+Placement counts whole nodes per pool (each pod of a member takes a node and every device of its class there). With
+``gpufleet_capacity: observed`` a pool counts only its *usable* nodes: labelled ``gpufleet.io/pool=<pool>``,
+schedulable (not cordoned), ``Ready``, publishing every device of the pool's class in ResourceSlices with the class's
+attributes and capacity, none of them tainted ``NoSchedule``/``NoExecute`` and none held by a ResourceClaim of a
+workload that is not ours. Everything else is drift, reported per cluster and pool with its cause. A pure function of
+the objects read (Nodes, ResourceSlices, ResourceClaims), so it is unit-tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL, SERVING_OWNER
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import Device, InferenceClass
+from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import QuantityError, parse_quantity
+
+#: What a capacity read lists on each cluster (one list per kind).
+READS: tuple[tuple[str, str], ...] = (
+    ("v1", "Node"),
+    ("resource.k8s.io/v1", "ResourceSlice"),
+    ("resource.k8s.io/v1", "ResourceClaim"),
+)
+_BLOCKING = ("NoSchedule", "NoExecute")
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _meta(obj).get("labels") or {}
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _ours(claim: Mapping[str, Any]) -> bool:
+    labels = _labels(claim)
+    return all(labels.get(k) == v for k, v in SERVING_OWNER.items())
+
+
+def _claim_name(claim: Mapping[str, Any]) -> str:
+    return f"{_meta(claim).get('namespace', '')}/{_meta(claim).get('name', '')}"
+
+
+def _same_quantity(a: Any, b: Any) -> bool:
+    try:
+        return parse_quantity(str(a)).cmp(parse_quantity(str(b))) == 0
+    except QuantityError:
+        return a == b
+
+
+def _device_drift(spec: Device, published: Mapping[str, Any]) -> list[str]:
+    """How a published device differs from its class (attributes and capacity the class sets)."""
+    out = []
+    attributes = published.get("attributes") or {}
+    for key, attr in spec.attributes.items():
+        want = attr.as_k8s()
+        got = attributes.get(key, attributes.get(f"{spec.driver}/{key}"))
+        if got != want:
+            shown = next(iter(got.values())) if isinstance(got, dict) and got else got
+            out.append(f"attribute {key} is {shown!r}, the class says {next(iter(want.values()))!r}")
+    capacity = published.get("capacity") or {}
+    for key, cap in spec.capacity.items():
+        got = (capacity.get(key) or capacity.get(f"{spec.driver}/{key}") or {}).get("value")
+        if got is None or not _same_quantity(got, cap.value):
+            out.append(f"capacity {key} is {got or 'missing'}, the class says {cap.value}")
+    return out
+
+
+@dataclass
+class NodeState:
+    name: str
+    cordoned: bool = False
+    ready: bool = True
+    missing: list[str] = field(default_factory=list)
+    mismatched: list[str] = field(default_factory=list)
+    tainted: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return self.ready and not (self.cordoned or self.missing or self.mismatched or self.tainted or self.held)
+
+    def causes(self) -> list[str]:
+        out = []
+        if self.cordoned:
+            out.append("cordoned")
+        if not self.ready:
+            out.append("NotReady")
+        return out + self.missing + self.mismatched + self.tainted + self.held
+
+
+@dataclass
+class PoolState:
+    cluster: str
+    pool: str
+    class_name: str
+    declared: int
+    nodes: list[NodeState] = field(default_factory=list)
+
+    @property
+    def observed(self) -> int:
+        """Usable nodes, never more than declared (a pool is not grown by what it was not declared to have)."""
+        return min(self.declared, sum(1 for n in self.nodes if n.usable))
+
+    def notes(self) -> list[str]:
+        """The observed causes, summarised: ``2 of 4 nodes cordoned``, ``node x: ... held by claims of ...``."""
+        out = []
+        labelled = len(self.nodes)
+        if labelled != self.declared:
+            out.append(f"{labelled} of {self.declared} declared nodes carry the label {NODE_POOL_LABEL}={self.pool}")
+        cordoned = sum(1 for n in self.nodes if n.cordoned)
+        if cordoned:
+            out.append(f"{cordoned} of {labelled} nodes cordoned")
+        not_ready = sum(1 for n in self.nodes if not n.ready)
+        if not_ready:
+            out.append(f"{not_ready} of {labelled} nodes NotReady")
+        for n in self.nodes:
+            out.extend(f"node {n.name}: {why}" for why in n.missing + n.mismatched + n.tainted + n.held)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "pool": self.pool,
+            "class": self.class_name,
+            "declared_nodes": self.declared,
+            "labelled_nodes": len(self.nodes),
+            "usable_nodes": self.observed,
+            "notes": self.notes(),
+            "nodes": {n.name: n.causes() for n in self.nodes if not n.usable},
+        }
+
+
+@dataclass
+class ClusterState:
+    name: str
+    pools: list[PoolState] = field(default_factory=list)
+    #: Nodes publishing devices of a driver the cluster's classes use, without a pool label.
+    unlabelled: list[str] = field(default_factory=list)
+    #: Nodes labelled with a pool the cluster does not declare.
+    unknown_pools: list[str] = field(default_factory=list)
+    #: Allocated claims of other workloads holding devices on the cluster's pools.
+    foreign_claims: list[str] = field(default_factory=list)
+
+    def drift(self) -> list[str]:
+        """One line per difference between what is declared and what is observed (empty when none)."""
+        out = [
+            f"{self.name}: node {n} publishes GPU-class devices but has no {NODE_POOL_LABEL} label"
+            for n in self.unlabelled
+        ]
+        out += [f"{self.name}: {n}" for n in self.unknown_pools]
+        for pool in self.pools:
+            out += [f"{self.name}/{pool.pool}: {note}" for note in pool.notes()]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.name,
+            "pools": [p.to_dict() for p in self.pools],
+            "unlabelled_nodes": self.unlabelled,
+            "unknown_pools": self.unknown_pools,
+            "foreign_claims": self.foreign_claims,
+            "drift": self.drift(),
+        }
+
+
+_INDEX_RE = re.compile(r"^(?P<base>.+)-(?P<index>\d+)$")
+
+
+@dataclass(frozen=True)
+class DeclaredPool:
+    name: str
+    class_name: str
+    nodes: int
+
+
+def declared_pools(cluster: Mapping[str, Any]) -> list[DeclaredPool]:
+    """A cluster of ``fleet_info``'s ``fleet.clusters`` (validated there): its pools as declared."""
+    return [DeclaredPool(str(p["name"]), str(p["class"]), int(p["nodes"])) for p in cluster.get("pools") or []]
+
+
+def observe_cluster(
+    cluster: str,
+    pools: list[DeclaredPool],
+    classes: Mapping[str, InferenceClass],
+    nodes: Iterable[Mapping[str, Any]],
+    slices: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]],
+) -> ClusterState:
+    """What each declared pool of ``cluster`` really has, from the objects read from it."""
+    nodes = list(nodes)
+    slices = list(slices)
+    state = ClusterState(cluster)
+    declared = {p.name: p for p in pools}
+    drivers = {d.driver for p in pools for d in classes[p.class_name].devices if d.claim == "DRA"}
+
+    # Published devices: by node and driver; and (driver, slice pool, device) -> node for claim results.
+    published: dict[tuple[str, str], dict[str, Mapping[str, Any]]] = {}
+    where: dict[tuple[str, str, str], str] = {}
+    for sl in slices:
+        spec = sl.get("spec") or {}
+        node = spec.get("nodeName")
+        if not node:
+            continue
+        driver = str(spec.get("driver"))
+        pool = str((spec.get("pool") or {}).get("name", node))
+        for dev in spec.get("devices") or []:
+            published.setdefault((node, driver), {})[str(dev.get("name"))] = dev
+            where[(driver, pool, str(dev.get("name")))] = node
+
+    # Devices held by other workloads' claims, by node.
+    held: dict[str, dict[str, list[str]]] = {}
+    for claim in claims:
+        if _ours(claim):
+            continue
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        for r in results:
+            node = where.get((str(r.get("driver")), str(r.get("pool")), str(r.get("device"))))
+            if node is None:
+                continue
+            held.setdefault(node, {}).setdefault(_claim_name(claim), []).append(str(r.get("device")))
+            if _claim_name(claim) not in state.foreign_claims:
+                state.foreign_claims.append(_claim_name(claim))
+
+    by_pool: dict[str, list[Mapping[str, Any]]] = {}
+    for node in nodes:
+        name = str(_meta(node).get("name"))
+        pool_name = _labels(node).get(NODE_POOL_LABEL)
+        if pool_name is None:
+            if any((name, d) in published for d in drivers):
+                state.unlabelled.append(name)
+            continue
+        if pool_name not in declared:
+            state.unknown_pools.append(f"node {name} is labelled {NODE_POOL_LABEL}={pool_name}, a pool not declared")
+            continue
+        by_pool.setdefault(str(pool_name), []).append(node)
+
+    for declared_pool in pools:
+        klass = classes[declared_pool.class_name]
+        ps = PoolState(cluster, declared_pool.name, declared_pool.class_name, declared_pool.nodes)
+        for node in sorted(by_pool.get(declared_pool.name, []), key=lambda n: str(_meta(n).get("name"))):
+            name = str(_meta(node).get("name"))
+            ns = NodeState(name, cordoned=bool((node.get("spec") or {}).get("unschedulable")), ready=_ready(node))
+            for spec in (d for d in klass.devices if d.claim == "DRA"):
+                devices = published.get((name, spec.driver), {})
+                mine = {n: d for n, d in devices.items() if (m := _INDEX_RE.match(n)) and m.group("base") == spec.name}
+                if len(mine) < spec.count:
+                    ns.missing.append(f"{len(mine)} of {spec.count} {spec.name} devices ({spec.driver}) published")
+                for dev_name in sorted(mine):
+                    dev = mine[dev_name]
+                    ns.mismatched.extend(f"device {dev_name}: {why}" for why in _device_drift(spec, dev))
+                    for taint in dev.get("taints") or []:
+                        if taint.get("effect") in _BLOCKING:
+                            key = taint.get("key", "")
+                            value = f"={taint['value']}" if taint.get("value") else ""
+                            ns.tainted.append(f"device {dev_name} tainted {key}{value}:{taint.get('effect')}")
+            for claim_name, devs in sorted(held.get(name, {}).items()):
+                ns.held.append(
+                    f"{len(devs)} device(s) ({', '.join(sorted(devs))}) held by claim {claim_name} of another workload"
+                )
+            ps.nodes.append(ns)
+        state.pools.append(ps)
+    return state
+
+
+def observed_pools(states: Iterable[ClusterState]) -> dict[str, dict[str, int]]:
+    """``{cluster: {pool: usable nodes}}``: what placement counts in ``observed`` mode."""
+    return {s.name: {p.pool: p.observed for p in s.pools} for s in states}
+
+
+def observe_fleet(
+    fleet: Mapping[str, Any], classes: Mapping[str, InferenceClass], objects: Mapping[str, Iterable[Mapping[str, Any]]]
+) -> list[ClusterState]:
+    """Every cluster of ``fleet`` (``fleet_info``'s) that ``objects`` (cluster -> objects read) has a read of."""
+    states = []
+    for cluster in fleet.get("clusters") or []:
+        name = str(cluster["name"])
+        if name not in objects:
+            continue
+        by_kind: dict[str, list[Mapping[str, Any]]] = {"Node": [], "ResourceSlice": [], "ResourceClaim": []}
+        for obj in objects[name]:
+            by_kind.setdefault(str(obj.get("kind")), []).append(obj)
+        states.append(
+            observe_cluster(
+                name,
+                declared_pools(cluster),
+                classes,
+                by_kind["Node"],
+                by_kind["ResourceSlice"],
+                by_kind["ResourceClaim"],
+            )
+        )
+    return states

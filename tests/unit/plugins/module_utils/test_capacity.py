@@ -1,0 +1,160 @@
+"""Observed capacity and drift (design.md §11): usable nodes per pool, and every cause named."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import (
+    DeclaredPool,
+    observe_cluster,
+    observe_fleet,
+    observed_pools,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import InferenceClass
+
+CLASSES = {
+    "l4-2x": InferenceClass.model_validate(
+        {
+            "devices": [
+                {
+                    "name": "gpu",
+                    "driver": "gpu.nvidia.com",
+                    "device_class_name": "gpu.nvidia.com",
+                    "count": 2,
+                    "attributes": {"productName": {"string": "NVIDIA L4"}},
+                    "capacity": {"memory": {"value": "23034Mi"}},
+                },
+                {"name": "ib", "driver": "ib.example.com", "claim": "Synthetic", "count": 1},
+            ]
+        }
+    )
+}
+POOLS = [DeclaredPool("l4", "l4-2x", 3)]
+
+
+def node(name, pool="l4", cordoned=False, ready=True):
+    labels = {"gpufleet.io/pool": pool} if pool else {}
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"unschedulable": True} if cordoned else {},
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def slice_for(node_name, count=2, memory="23034Mi", taint_device=None):
+    devices = []
+    for i in range(count):
+        dev = {
+            "name": f"gpu-{i}",
+            "attributes": {"productName": {"string": "NVIDIA L4"}},
+            "capacity": {"memory": {"value": memory}},
+        }
+        if taint_device == i:
+            dev["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
+        devices.append(dev)
+    return {
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node_name}-gpu"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": node_name, "pool": {"name": node_name}, "devices": devices},
+    }
+
+
+def claim(name, node_name, devices, ours=False):
+    labels = {"app.kubernetes.io/managed-by": "gpufleet.serving", "gpufleet.io/component": "serving"} if ours else {}
+    return {
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "other-team", "labels": labels},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node_name, "device": d} for d in devices
+                    ]
+                }
+            }
+        },
+    }
+
+
+def healthy():
+    nodes = [node(f"l4-{i}") for i in range(3)]
+    slices = [slice_for(f"l4-{i}") for i in range(3)]
+    return nodes, slices, []
+
+
+def observe(nodes, slices, claims):
+    return observe_cluster("c1", POOLS, CLASSES, nodes, slices, claims)
+
+
+def test_a_healthy_pool_has_its_declared_nodes_and_no_drift():
+    state = observe(*healthy())
+    assert observed_pools([state]) == {"c1": {"l4": 3}}
+    assert state.drift() == []
+
+
+def test_our_own_claims_do_not_reduce_capacity():
+    nodes, slices, _ = healthy()
+    state = observe(nodes, slices, [claim("chat-x", "l4-0", ["gpu-0", "gpu-1"], ours=True)])
+    assert observed_pools([state]) == {"c1": {"l4": 3}} and state.foreign_claims == []
+
+
+@pytest.mark.parametrize(
+    ("fault", "note"),
+    [
+        (lambda n, s, c: n.__setitem__(1, node("l4-1", cordoned=True)), "c1/l4: 1 of 3 nodes cordoned"),
+        (lambda n, s, c: n.__setitem__(1, node("l4-1", ready=False)), "c1/l4: 1 of 3 nodes NotReady"),
+        (lambda n, s, c: s.pop(1), "c1/l4: node l4-1: 0 of 2 gpu devices (gpu.nvidia.com) published"),
+        (
+            lambda n, s, c: s.__setitem__(1, slice_for("l4-1", memory="16Gi")),
+            "c1/l4: node l4-1: device gpu-0: capacity memory is 16Gi, the class says 23034Mi",
+        ),
+        (
+            lambda n, s, c: s.__setitem__(1, slice_for("l4-1", taint_device=1)),
+            "c1/l4: node l4-1: device gpu-1 tainted gpu.nvidia.com/xid=79:NoSchedule",
+        ),
+        (
+            lambda n, s, c: c.append(claim("batch", "l4-1", ["gpu-0"])),
+            "c1/l4: node l4-1: 1 device(s) (gpu-0) held by claim other-team/batch of another workload",
+        ),
+        (lambda n, s, c: n.pop(1), "c1/l4: 2 of 3 declared nodes carry the label gpufleet.io/pool=l4"),
+    ],
+    ids=["cordoned", "not-ready", "slice-deleted", "less-memory", "device-tainted", "foreign-claim", "unlabelled"],
+)
+def test_each_fault_costs_one_node_and_is_named(fault, note):
+    nodes, slices, claims = (copy.deepcopy(x) for x in healthy())
+    fault(nodes, slices, claims)
+    state = observe(nodes, slices, claims)
+    assert observed_pools([state]) == {"c1": {"l4": 2}}
+    assert note in state.drift(), state.drift()
+
+
+def test_a_node_without_a_pool_label_that_publishes_gpus_is_named():
+    nodes, slices, claims = healthy()
+    nodes[2] = node("l4-2", pool=None)
+    state = observe(nodes, slices, claims)
+    assert state.unlabelled == ["l4-2"]
+    assert "c1: node l4-2 publishes GPU-class devices but has no gpufleet.io/pool label" in state.drift()
+
+
+def test_a_pool_never_counts_more_than_declared():
+    nodes, slices, claims = healthy()
+    nodes.append(node("l4-3"))
+    slices.append(slice_for("l4-3"))
+    assert observed_pools([observe(nodes, slices, claims)]) == {"c1": {"l4": 3}}
+
+
+def test_observe_fleet_reads_only_the_clusters_it_has_objects_for():
+    nodes, slices, claims = healthy()
+    nodes[0] = node("l4-0", cordoned=True)
+    fleet = {
+        "clusters": [
+            {"name": "c1", "pools": [{"name": "l4", "class": "l4-2x", "nodes": 3}]},
+            {"name": "c2", "pools": [{"name": "l4", "class": "l4-2x", "nodes": 3}]},
+        ]
+    }
+    states = observe_fleet(fleet, CLASSES, {"c1": nodes + slices + claims})
+    assert observed_pools(states) == {"c1": {"l4": 2}}
+    assert states[0].to_dict()["pools"][0]["nodes"] == {"l4-0": ["cordoned"]}
