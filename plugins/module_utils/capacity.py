@@ -21,12 +21,6 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import N
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Device, InferenceClass
 from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import QuantityError, parse_quantity
 
-#: What a capacity read lists on each cluster (one list per kind).
-READS: tuple[tuple[str, str], ...] = (
-    ("v1", "Node"),
-    ("resource.k8s.io/v1", "ResourceSlice"),
-    ("resource.k8s.io/v1", "ResourceClaim"),
-)
 _BLOCKING = ("NoSchedule", "NoExecute")
 
 
