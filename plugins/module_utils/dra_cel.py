@@ -41,6 +41,7 @@ import functools
 import math
 import re
 import sys
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,6 +59,16 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.semver import (
     is_semver,
     parse_semver,
 )
+
+try:  # google-re2: RE2 semantics and linear-time matching, as cel-go's Go regexp (a requirement, see require_re2())
+    import re2 as _re2
+
+    HAS_RE2 = True
+    RE2_IMPORT_ERROR = ""
+except ImportError:  # pragma: no cover - exercised by ansible-test's import sanity test and a unit test
+    _re2 = None
+    HAS_RE2 = False
+    RE2_IMPORT_ERROR = traceback.format_exc()
 
 # Exact type checks (``type(v) is int``) are deliberate throughout: CEL's types are not Python's subclass tree
 # (a bool is not an int, a UInt is not an int, a _DomainMap is not a plain map), so isinstance() would be wrong.
@@ -1467,6 +1478,8 @@ def _arith(fn: str, a: Any, b: Any) -> Any:
         if fn == "_%_":
             if b == 0:
                 raise _CelError("modulus by zero")
+            if b == -1 and a == _INT64_MIN:  # cel-go moduloInt64Checked: MinInt64 % -1 overflows in Go
+                raise _CelError("integer overflow")
             r = abs(a) % abs(b)
             return r if a >= 0 else -r
     elif ta is UInt and tb is UInt:
@@ -1593,11 +1606,12 @@ def _to_int(v: Any) -> int:
         return v
     if t is UInt:
         if v > _INT64_MAX:
-            raise _CelError("range error converting uint to int")
+            raise _CelError("integer overflow")  # cel-go uint64ToInt64Checked
         return int(v)
     if t is float:
-        if math.isnan(v) or v in (math.inf, -math.inf) or not (-9.223372036854775e18 <= v <= 9.223372036854775e18):
-            raise _CelError("range error converting double to int")
+        # cel-go doubleToInt64Checked: NaN, infinities and v <= MinInt64 or v >= MaxInt64 (as doubles) overflow
+        if math.isnan(v) or v <= -9223372036854775808.0 or v >= 9223372036854775808.0:
+            raise _CelError("integer overflow")
         return int(v)
     if t is str:
         if not _INT_RE.match(v):
@@ -1615,11 +1629,11 @@ def _to_uint(v: Any) -> UInt:
         return v
     if t is int:
         if v < 0:
-            raise _CelError("range error converting int to uint")
+            raise _CelError("unsigned integer overflow")  # cel-go int64ToUint64Checked
         return UInt(v)
     if t is float:
-        if math.isnan(v) or not (0 <= v < 1.8446744073709552e19):
-            raise _CelError("range error converting double to uint")
+        if math.isnan(v) or not (0 <= v < 1.8446744073709552e19):  # cel-go doubleToUint64Checked
+            raise _CelError("unsigned integer overflow")
         return UInt(int(v))
     if t is str:
         if not re.fullmatch(r"\+?[0-9]+", v):
@@ -1722,16 +1736,46 @@ def _type_of(v: Any) -> CelType:
 
 # ---- strings
 
-_RE_CACHE: dict[str, re.Pattern[str]] = {}
+_RE_CACHE: dict[str, Any] = {}
 
 
-def _regex(pattern: str) -> re.Pattern[str]:
+def require_re2() -> None:
+    """google-re2 is a requirement: without it regular expressions would lose RE2 syntax and linear time."""
+    if not HAS_RE2:
+        raise GpufleetError(
+            "gpufleet.serving's CEL selector engine needs the Python library google-re2 (import re2) on the "
+            f"controller / execution environment (see requirements.txt): {RE2_IMPORT_ERROR.strip().splitlines()[-1]}"
+        )
+
+
+def _re2_error_text(e: Exception) -> str:
+    detail = e.args[0] if e.args else e
+    return detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+
+
+def _compile_re2(pattern: str) -> Any:
+    """Compile with RE2 (Go regexp's syntax and semantics: Perl classes, no look-around or back-references,
+    ``^``/``$`` at text boundaries unless ``(?m)``, repetition counts up to 1000); linear-time matching.
+
+    Raises ``ValueError`` with RE2's reason for a pattern RE2 rejects.
+    """
+    require_re2()
+    options = _re2.Options()
+    options.log_errors = False  # RE2 logs every rejected pattern to stderr otherwise
+    try:
+        return _re2.compile(pattern, options)
+    except _re2.error as e:
+        raise ValueError(_re2_error_text(e)) from None
+
+
+def _regex(pattern: str) -> Any:
     rx = _RE_CACHE.get(pattern)
     if rx is None:
         try:
-            rx = re.compile(pattern.replace("\\z", "\\Z"))
-        except re.error as e:
-            raise _CelError(f"invalid regular expression '{pattern}': {e}") from None
+            rx = _compile_re2(pattern)
+        except ValueError as e:
+            # cel-go: the error from regexp.Compile, e.g. "error parsing regexp: invalid escape sequence: `\\1`"
+            raise _CelError(f"error parsing regexp: {e}") from None
         if len(_RE_CACHE) < 1024:
             _RE_CACHE[pattern] = rx
     return rx
@@ -1983,13 +2027,29 @@ def _find(s: Any, p: Any) -> str:
 
 
 def _find_all(s: Any, p: Any, *n: Any) -> list[str]:
+    """Go's ``Regexp.FindAllString(s, n)``: an empty match right after the previous match is skipped."""
     _str_args("findAll", s, p)
     _int_args("findAll", *n)
     limit = n[0] if n else -1
     if limit == 0:
         return []
-    out = [m.group(0) for m in _regex(p).finditer(s)]
-    return out if limit < 0 else out[:limit]
+    rx = _regex(p)
+    out: list[str] = []
+    pos = 0
+    prev_end = -1
+    size = len(s)
+    while pos <= size and (limit < 0 or len(out) < limit):
+        m = rx.search(s, pos)
+        if m is None:
+            break
+        start, end = m.span()
+        if end == start == prev_end:
+            pos = start + 1  # Go: an empty match abutting the preceding match is ignored
+            continue
+        out.append(m.group(0))
+        prev_end = end
+        pos = end if end > start else end + 1
+    return out
 
 
 # ---- lists / sets
@@ -2805,6 +2865,13 @@ def _format_error(src: str, pos: int, message: str) -> str:
 _REGEX_FUNCS = {"matches": 1, "find": 1, "findAll": 1}
 
 
+def _regex_cached_for_literal(pattern: str) -> None:
+    if pattern not in _RE_CACHE:
+        rx = _compile_re2(pattern)
+        if len(_RE_CACHE) < 1024:
+            _RE_CACHE[pattern] = rx
+
+
 def _validate_regex_literals(n: Node, src: str) -> None:
     """cel.ValidateRegexLiterals: constant patterns must compile."""
     stack = [n]
@@ -2815,8 +2882,8 @@ def _validate_regex_literals(n: Node, src: str) -> None:
             args = node.args if node.target is not None else node.args[1:]
             if args and isinstance(args[0], Const) and args[0].kind == "string":
                 try:
-                    re.compile(args[0].value.replace("\\z", "\\Z"))
-                except re.error as e:
+                    _regex_cached_for_literal(args[0].value)
+                except ValueError as e:
                     raise _CheckError(f"invalid matches argument: {e}", args[0].pos) from None
 
 
@@ -2842,12 +2909,14 @@ class CompiledSelector:
             return self._fn(act)
         except _CelError as e:
             raise SelectorEvalError(str(e)) from None
+        except GpufleetError:
+            raise
         except RecursionError:
             raise SelectorEvalError("evaluation recursion limit exceeded") from None
-        except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as e:
-            if isinstance(e, GpufleetError):
-                raise
-            raise SelectorEvalError(f"evaluation failed: {e}") from None
+        except MemoryError:
+            raise SelectorEvalError("evaluation failed: out of memory") from None
+        except Exception as e:  # the contract: every evaluation failure is a SelectorEvalError
+            raise SelectorEvalError(f"evaluation failed: {type(e).__name__}: {e}") from None
 
     def matches(self, device: Mapping[str, Any]) -> bool:
         """True if ``device`` is selected; raises :class:`SelectorEvalError` on any CEL error.
@@ -2862,6 +2931,7 @@ class CompiledSelector:
 
 def _compile(expression: str, require_bool: bool = True) -> CompiledSelector:
     """Compile; ``require_bool=False`` keeps non-bool results (used by tests of the function libraries)."""
+    require_re2()
     size = len(expression.encode("utf-8"))
     if size > MAX_EXPRESSION_BYTES:
         raise SelectorCompileError(

@@ -689,3 +689,117 @@ def test_engine_imports_and_runs_without_third_party_packages():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+# --------------------------------------------------------------------------- RE2 (issue 12 item 5)
+
+
+def test_backtracking_pattern_runs_in_linear_time():
+    # Exponential in a backtracking engine (Python re needs ~2^n steps); RE2 is linear in the input.
+    dev = device(D, {"x": {"string": "a" * 64 + "b"}})
+    sel = compile_selector(f'device.attributes["{D}"].x.matches("(a+)+$")')
+    assert sel.matches(dev) is False
+    big = "a" * 200_000 + "b"
+    assert dra_cel._matches(big, "(a+)+$") is False
+    assert dra_cel._find(big, "(a|aa)+c") == ""
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        ("(?=a)", "invalid perl operator"),  # look-ahead: Python re accepts it, RE2 (and Go) do not
+        ("(a)\\\\1", "invalid escape sequence"),  # back-reference
+        ("a\\\\Z", "invalid escape sequence"),  # \Z is Python-only; RE2 and Go have \z
+        ("a{1001}", "invalid repetition size"),  # RE2's repetition limit is 1000, like Go's
+    ],
+)
+def test_re2_syntax_differences_are_compile_errors_for_literal_patterns(pattern, reason):
+    for fn in (
+        f'"abc".matches("{pattern}")',
+        f'"abc".find("{pattern}") == ""',
+        f'"abc".findAll("{pattern}").size() == 0',
+    ):
+        with pytest.raises(SelectorCompileError, match=f"invalid matches argument: {reason}"):
+            compile_selector(fn)
+
+
+def test_re2_syntax_error_in_a_runtime_pattern_is_an_eval_error():
+    sel = compile_selector(f'"abc".matches(device.attributes["{D}"].re)')
+    assert sel.matches(device(D, {"re": {"string": "^a.c\\z"}})) is True  # \z is RE2/Go syntax
+    with pytest.raises(SelectorEvalError, match="error parsing regexp: invalid perl operator"):
+        sel.matches(device(D, {"re": {"string": "(?<=a)b"}}))
+
+
+def test_find_all_follows_go_find_all_string():
+    # Go's FindAllString skips an empty match that abuts the previous match (Python's finditer does not).
+    assert dra_cel._find_all("baaac", "a*") == ["", "aaa", ""]
+    assert dra_cel._find_all("abc", "") == ["", "", "", ""]
+    assert dra_cel._find_all("a1b22c333", "[0-9]+", 2) == ["1", "22"]
+    assert dra_cel._find_all("héllo wörld", "[^ ]+") == ["héllo", "wörld"]
+    assert dra_cel._find("gpu-07", "[0-9]+") == "07"
+
+
+def test_without_google_re2_compiling_fails_clearly():
+    code = (
+        "import sys\n"
+        "sys.modules['re2'] = None\n"
+        "from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel\n"
+        "assert not dra_cel.HAS_RE2\n"
+        "try:\n"
+        "    dra_cel.compile_selector('true')\n"
+        "except dra_cel.GpufleetError as e:\n"
+        "    print(e)\n"
+    )
+    collections_root = Path(dra_cel.__file__).parents[5]
+    env = {**os.environ, "PYTHONPATH": str(collections_root)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "needs the Python library google-re2" in out.stdout
+
+
+# --------------------------------------------------------------------------- int64 / uint64 edge cases
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        # cel-go common/types/overflow.go (moduloInt64Checked, divideInt64Checked, ...), as in
+        # cel-spec tests/simple/testdata/integer_math.textproto ("int64_overflow_*", "uint64_overflow_*")
+        ("-9223372036854775808 % -1 == 0", "integer overflow"),
+        ("-9223372036854775808 / -1 == 0", "integer overflow"),
+        ("9223372036854775807 + 1 == 0", "integer overflow"),
+        ("-9223372036854775808 - 1 == 0", "integer overflow"),
+        ("-(-9223372036854775808) == 0", "integer overflow"),
+        ("9223372036854775807 * 2 == 0", "integer overflow"),
+        ("-9223372036854775808 * -1 == 0", "integer overflow"),
+        ("18446744073709551615u + 1u == 0u", "unsigned integer overflow"),
+        ("0u - 1u == 0u", "unsigned integer overflow"),
+        ("9223372036854775808u * 2u == 0u", "unsigned integer overflow"),
+        ("int(9223372036854775808u) == 0", "integer overflow"),
+        ("int(9.3e18) == 0", "integer overflow"),
+        ("int(-9223372036854775808.0) == 0", "integer overflow"),  # doubleToInt64Checked: v <= MinInt64
+        ("uint(-1) == 0u", "unsigned integer overflow"),
+        ("uint(-0.5 - 1.0) == 0u", "unsigned integer overflow"),
+        ("1 % 0 == 0", "modulus by zero"),
+        ("1u / 0u == 0u", "division by zero"),
+    ],
+)
+def test_int64_and_uint64_edge_cases_are_eval_errors(expression, message):
+    check(expression, device(), ("eval", message))
+
+
+def test_int64_edges_that_do_not_overflow():
+    assert compile_selector(
+        "-9223372036854775808 % 1 == 0 && -9223372036854775807 / -1 == 9223372036854775807"
+    ).matches(device())
+    assert compile_selector("-7 % 3 == -1 && 7 % -3 == 1 && -7 / 2 == -3").matches(device())  # Go truncation
+
+
+def test_unexpected_python_errors_surface_as_selector_eval_error(monkeypatch):
+    def broken(*_args):
+        raise AttributeError("'NoneType' object has no attribute 'x'")
+
+    monkeypatch.setitem(dra_cel._RUNTIME, "lowerAscii", broken)
+    sel = dra_cel._compile('"A".lowerAscii() == "a"')
+    with pytest.raises(SelectorEvalError, match="evaluation failed: AttributeError"):
+        sel.matches(device())
