@@ -3698,6 +3698,14 @@ class CompiledSelector:
         except Exception as e:  # the contract: every evaluation failure is a SelectorEvalError
             raise SelectorEvalError(f"evaluation failed: {type(e).__name__}: {e}") from None
 
+    def evaluate_with_cost(self, device: Mapping[str, Any] | None = None) -> tuple[Any, int]:
+        """The raw CEL value and the runtime cost of this evaluation (0 unless ``cost_tracked``)."""
+        act = _Act({"device": device_to_cel(device or {})})
+        try:
+            return self._fn(act), act.cost
+        except _CelError as e:
+            raise SelectorEvalError(str(e)) from None
+
     def matches(self, device: Mapping[str, Any]) -> bool:
         """True if ``device`` is selected; raises :class:`SelectorEvalError` on any CEL error.
 
@@ -3733,6 +3741,7 @@ def _compile(
     require_bool: bool = True,
     version: tuple[int, int] | None = None,
     enforce_cost_limit: bool = False,
+    track_cost: bool | None = None,
 ) -> CompiledSelector:
     """Compile against the library of Kubernetes ``version`` (None: every feature the engine has).
 
@@ -3776,7 +3785,7 @@ def _compile(
                 f"too complex, exceeds cost limit: the estimated worst-case cost {max_cost} is over "
                 f"{COST_LIMIT} (resourceapi.CELSelectorExpressionMaxCost)"
             )
-        tracked = _needs_cost_tracking(ast, checker)
+        tracked = _needs_cost_tracking(ast, checker) if track_cost is None else track_cost
         fn = _Planner(tracked, checker).plan(ast)
     finally:
         if old_limit < 8000:

@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -888,3 +889,84 @@ def test_unexpected_python_errors_surface_as_selector_eval_error(monkeypatch):
     sel = dra_cel._compile('"A".lowerAscii() == "a"')
     with pytest.raises(SelectorEvalError, match="evaluation failed: AttributeError"):
         sel.matches(device())
+
+
+# --------------------------------------------------------------------------- runtime cost (cel-go's model)
+
+
+@pytest.mark.parametrize(("name", "expression", "dev", "expect"), DRA_CASES, ids=[c[0] for c in DRA_CASES])
+def test_actual_cost_never_exceeds_the_estimate(name, expression, dev, expect):
+    """The estimate is a worst case: every evaluation of compile_test.go's cases costs at most MaxCost."""
+    if isinstance(expect, tuple) and expect[0] == "compile":
+        return
+    sel = dra_cel._compile(expression, track_cost=True)
+    if name == "expensive":
+        with pytest.raises(SelectorEvalError, match="actual cost limit exceeded"):
+            sel.evaluate_with_cost(dev)
+        return
+    try:
+        _value, cost = sel.evaluate_with_cost(dev)
+    except SelectorEvalError:
+        return
+    assert cost <= sel.max_cost
+
+
+@pytest.mark.parametrize(
+    ("body", "cost"),
+    [
+        # cel-go interpreter/runtimecost.go and k8s.io/apiserver library/cost.go CallCost figures, for
+        # cel.bind(s, <a 1,000-character attribute>, body): each read of s costs 1.
+        ("s.replace('a', 'b') != ''", 1 + 200 + 0),  # replace: ceil(size * 2 * 0.1); !=: ceil(min(sizes) * 0.1)
+        ("s.split('a').size() > 0", 1 + 200 + 1 + 1),  # split: ceil(size * 2 * 0.1)
+        ("s.lowerAscii() == s", 1 + 100 + 1 + 100),  # lowerAscii: ceil(size * 0.1)
+        ("(s + s).size() > 0", 1 + 1 + 200 + 1 + 1),  # string +: ceil((m + n) * 0.1)
+        ("s.matches('a+b')", 1 + 101 * 1),  # ceil((1 + size) * 0.1) * ceil(len(regex) * 0.25)
+        ("s.contains('aaaaaaaaaaa')", 1 + 100 * 2),  # ceil(size * 0.1) * ceil(len(sub) * 0.1)
+        ("[s, s].join('-').size() > 0", 1 + 1 + 10 + 401 + 1 + 1),  # join: ceil(size(result) * 2 * 0.1)
+        ("[1, 2, 3].exists(x, x == 2)", 1 + (3 + 1 + 1 + 1) * 2 + 3),  # condition 3 runs again, then stops
+        ("[1, 2, 3].all(x, x > 0)", 1 + (2 + 1 + 1 + 1) * 3),  # condition 2, acc 1, x 1, > 1
+        ("[1, 2, 3].map(x, x * 2).size() == 3", 1 + (12 + 1 + 1) * 3 + 1 + 1),  # acc + [f]: 12
+        ("[1, 2, 3].filter(x, x > 1).size() == 2", 1 + (1 + 1) * 3 + 13 * 2 + 1 + 1 + 1),  # kept 13, dropped 1
+        ("has(device.attributes.x) || true", 2),  # a presence test costs 0 in Kubernetes; its operand 2
+        ("2 in [1, 2, 3]", 0),  # membership in a constant list is a set lookup (OptOptimize)
+    ],
+)
+def test_runtime_cost_grows_with_sizes_as_cel_go(body, cost):
+    sel = dra_cel._compile(f'cel.bind(s, device.attributes["{D}"].s, {body})', track_cost=True)
+    value, actual = sel.evaluate_with_cost(device(D, {"s": {"string": "a" * 999 + "b"}}))
+    assert value is True
+    assert actual == 4 + cost  # 4: reading device.attributes[D].s once
+    # (no comparison with max_cost here: the estimate assumes attributes of at most 64 characters)
+
+
+def test_replace_chain_is_rejected_at_compile_time_and_stopped_at_run_time():
+    # Each replace() multiplies the length by 100: 100 -> 10^4 -> 10^6 -> 10^8 -> 10^10 characters.
+    chain = 'cel.bind(s, "' + "a" * 100 + '", s.replace("a", s).replace("a", s).replace("a", s).replace("a", s) == "")'
+    assert len(chain) < 250
+    with pytest.raises(SelectorCompileError, match="too complex, exceeds cost limit"):
+        compile_selector(chain)
+    sel = dra_cel._compile(chain)  # no estimate check: the runtime limit must still hold, without the memory
+    assert sel.cost_tracked
+    start = time.perf_counter()
+    with pytest.raises(SelectorEvalError, match="actual cost limit exceeded"):
+        sel.matches(device())
+    assert time.perf_counter() - start < 5
+
+
+def test_oversized_results_are_refused_before_they_are_built():
+    # 5,000 x 5,000 = 25,000,000 characters: more than one traversal of the budget allows (10,000,000).
+    big = 'cel.bind(s, "' + "a" * 5000 + '", s.replace("a", s).size() > 0)'
+    assert compile_selector(big).max_cost <= COST_LIMIT  # the estimate only charges the input traversal
+    with pytest.raises(SelectorEvalError, match="replace would build a value of 25000000 elements"):
+        compile_selector(big).matches(device())
+    ok = 'cel.bind(s, "' + "a" * 3000 + '", s.replace("a", s).size() == 9000000)'
+    assert compile_selector(ok).matches(device())
+    with pytest.raises(SelectorEvalError, match="format would build"):
+        dra_cel._compile('"%.99999999f".format([1.0]) != ""').matches(device())
+
+
+def test_cheap_selectors_are_not_cost_tracked():
+    assert not compile_selector('device.attributes["gpu.nvidia.com"].productName.matches("H100")').cost_tracked
+    assert not compile_selector("device.attributes['x'].n + 1 > 2").cost_tracked
+    assert compile_selector("device.attributes['x'].s + 'a' == 'ba'").cost_tracked
+    assert compile_selector("device.driver.replace('a', 'b') == ''").cost_tracked
