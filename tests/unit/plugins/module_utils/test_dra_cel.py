@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -970,3 +971,56 @@ def test_cheap_selectors_are_not_cost_tracked():
     assert not compile_selector("device.attributes['x'].n + 1 > 2").cost_tracked
     assert compile_selector("device.attributes['x'].s + 'a' == 'ba'").cost_tracked
     assert compile_selector("device.driver.replace('a', 'b') == ''").cost_tracked
+
+
+# --------------------------------------------------------------------------- library availability by version
+
+
+@pytest.mark.parametrize(
+    ("expression", "version", "message"),
+    [
+        # compile_test.go "includes-function-undeclared-error": NewExpressions without DRAListTypeAttributes
+        # (alpha and off by default in 1.36) -> "undeclared reference to 'includes'"
+        (f'device.attributes["{D}"].name.includes("fish")', "1.34", "undeclared reference to 'includes'"),
+        (f'device.attributes["{D}"].name.includes("fish")', "1.36", "DRAListTypeAttributes feature gate"),
+        # compile_test.go "allow_multiple_allocations_*": NewExpressions without DRAConsumableCapacity
+        # -> "undefined field 'allowMultipleAllocations'"; the gate is on by default from 1.36
+        ("device.allowMultipleAllocations == false", "1.35", "undefined field 'allowMultipleAllocations'"),
+        ("device.allowMultipleAllocations == false", "1.34", "it arrived in Kubernetes 1.36"),
+        # cel-go ext.Lists v3: base.go IntroducedVersion 1.34, so new selectors may use it from 1.35
+        ("[1, 1].distinct().size() == 1", "1.34", "'distinct' (cel-go ext.Lists) is not available in Kubernetes 1.34"),
+        ("[1, 1].distinct().size() == 1", "1.35", "not implemented by this engine"),
+        ('quantity("1").mul(2) == quantity("2")', "1.36", "'mul' is not available in Kubernetes 1.36"),
+    ],
+)
+def test_functions_newer_than_the_cluster_are_compile_errors(expression, version, message):
+    with pytest.raises(SelectorCompileError, match=re.escape(message)):
+        compile_selector(expression, kubernetes_version=version)
+
+
+def test_version_dependent_selectors_compile_where_they_exist():
+    includes = f'device.attributes["{D}"].name.includes("fish")'
+    assert compile_selector(includes).matches(device(D, {"name": {"string": "fish"}}))  # None: every feature
+    multi = "device.allowMultipleAllocations == false"
+    for version in ("1.36", "v1.36.2", "1.37"):
+        assert compile_selector(multi, kubernetes_version=version).matches(device(D))
+    # what every supported version has: semver v1 (1.33), two-variable comprehensions (1.32), ext.Strings v2, sets
+    everywhere = (
+        'semver("v1.2", true).major() == 1 && {"a": 1}.all(k, v, v > 0) && "a-b".split("-").size() == 2 && '
+        "sets.contains([1, 2], [1])"
+    )
+    assert compile_selector(everywhere, kubernetes_version="1.34").matches(device())
+
+
+def test_selectors_are_cached_per_version():
+    a = compile_selector("device.driver == 'x'", kubernetes_version="1.34")
+    assert a is compile_selector("device.driver == 'x'", kubernetes_version="v1.34.1")
+    assert a.kubernetes_version == (1, 34)
+    assert compile_selector("device.driver == 'x'").kubernetes_version is None
+    assert a is not compile_selector("device.driver == 'x'", kubernetes_version="1.36")
+
+
+@pytest.mark.parametrize(("version", "message"), [("1.33", "not supported"), ("latest", "invalid Kubernetes version")])
+def test_bad_kubernetes_versions(version, message):
+    with pytest.raises(SelectorCompileError, match=message):
+        compile_selector("true", kubernetes_version=version)
