@@ -4,7 +4,8 @@
 
 Public API (imported by other plugins and external checks)::
 
-    compile_selector(expression: str) -> CompiledSelector   # raises SelectorCompileError
+    compile_selector(expression: str, kubernetes_version: str | None = None) -> CompiledSelector
+                                                             # raises SelectorCompileError
     CompiledSelector.matches(device: dict) -> bool           # raises SelectorEvalError
     CompiledSelector.expression                              # the source text
 
@@ -21,13 +22,17 @@ variable (``driver``, ``attributes[domain]``, ``capacity[domain]``,
 options (homogeneous aggregate literals, cross-type numeric comparisons), the
 Kubernetes quantity, semver, lists and regex libraries, cel-go's strings (v2),
 sets, two-variable comprehensions and ``cel.bind``.  It type-checks like cel-go
-(so what cel-go rejects at compile time is rejected here at compile time), and
-counts evaluation cost so that an expression exceeding Kubernetes' limit of
-1,000,000 fails instead of running away.  See ``docs/selectors.md`` for the
-function list, the cost model and the documented divergences.
+(so what cel-go rejects at compile time is rejected here at compile time),
+estimates the worst-case cost as cel-go's checker does with Kubernetes' DRA
+bounds (rejecting what the API server rejects as too complex), counts evaluation
+cost with cel-go's runtime model so that an expression exceeding Kubernetes'
+limit of 1,000,000 fails instead of running away, and accepts per Kubernetes
+version what that version's API server accepts in a new selector.  Regular
+expressions use RE2 (google-re2).  See ``docs/selectors.md`` for the function
+list, the cost model and the documented divergences.
 
-Parsing, checking and evaluation are implemented here on the standard library
-only: cel-python (``celpy`` 0.5.0, cloud-custodian/cel-python) was measured and is
+Parsing, checking and evaluation are implemented here (regexes aside) on the
+standard library: cel-python (``celpy`` 0.5.0, cloud-custodian/cel-python) was measured and is
 not used at run time: it has no cel-go type checker (so "does not compile in
 Kubernetes" cannot be enforced) and no cost accounting (so the 1,000,000 limit cannot
 be enforced), and its runners are 5-30x slower on these selectors; see the design
