@@ -4,7 +4,8 @@
 
 Public API (imported by other plugins and external checks)::
 
-    compile_selector(expression: str) -> CompiledSelector   # raises SelectorCompileError
+    compile_selector(expression: str, kubernetes_version: str | None = None) -> CompiledSelector
+                                                             # raises SelectorCompileError
     CompiledSelector.matches(device: dict) -> bool           # raises SelectorEvalError
     CompiledSelector.expression                              # the source text
 
@@ -21,13 +22,17 @@ variable (``driver``, ``attributes[domain]``, ``capacity[domain]``,
 options (homogeneous aggregate literals, cross-type numeric comparisons), the
 Kubernetes quantity, semver, lists and regex libraries, cel-go's strings (v2),
 sets, two-variable comprehensions and ``cel.bind``.  It type-checks like cel-go
-(so what cel-go rejects at compile time is rejected here at compile time), and
-counts evaluation cost so that an expression exceeding Kubernetes' limit of
-1,000,000 fails instead of running away.  See ``docs/selectors.md`` for the
-function list, the cost model and the documented divergences.
+(so what cel-go rejects at compile time is rejected here at compile time),
+estimates the worst-case cost as cel-go's checker does with Kubernetes' DRA
+bounds (rejecting what the API server rejects as too complex), counts evaluation
+cost with cel-go's runtime model so that an expression exceeding Kubernetes'
+limit of 1,000,000 fails instead of running away, and accepts per Kubernetes
+version what that version's API server accepts in a new selector.  Regular
+expressions use RE2 (google-re2).  See ``docs/selectors.md`` for the function
+list, the cost model and the documented divergences.
 
-Parsing, checking and evaluation are implemented here on the standard library
-only: cel-python (``celpy`` 0.5.0, cloud-custodian/cel-python) was measured and is
+Parsing, checking and evaluation are implemented here (regexes aside) on the
+standard library: cel-python (``celpy`` 0.5.0, cloud-custodian/cel-python) was measured and is
 not used at run time: it has no cel-go type checker (so "does not compile in
 Kubernetes" cannot be enforced) and no cost accounting (so the 1,000,000 limit cannot
 be enforced), and its runners are 5-30x slower on these selectors; see the design
@@ -41,6 +46,7 @@ import functools
 import math
 import re
 import sys
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,6 +64,16 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.semver import (
     is_semver,
     parse_semver,
 )
+
+try:  # google-re2: RE2 semantics and linear-time matching, as cel-go's Go regexp (a requirement, see require_re2())
+    import re2 as _re2
+
+    HAS_RE2 = True
+    RE2_IMPORT_ERROR = ""
+except ImportError:  # pragma: no cover - exercised by ansible-test's import sanity test and a unit test
+    _re2 = None
+    HAS_RE2 = False
+    RE2_IMPORT_ERROR = traceback.format_exc()
 
 # Exact type checks (``type(v) is int``) are deliberate throughout: CEL's types are not Python's subclass tree
 # (a bool is not an int, a UInt is not an int, a _DomainMap is not a plain map), so isinstance() would be wrong.
@@ -822,7 +838,7 @@ COST_LIMIT = 1_000_000  # resourceapi.CELSelectorExpressionMaxCost
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _UINT64_MAX = (1 << 64) - 1
-_INCLUDES_MAX_LIST = 64  # resourceapi.ResourceSliceMaxAttributeValuesPerDevice (newer upstream)
+_INCLUDES_MAX_LIST = 48  # resourceapi.ResourceSliceMaxAttributeValuesPerDevice (k8s.io/api v0.36.3 resource/v1)
 
 
 # --------------------------------------------------------------------------- types
@@ -1060,6 +1076,64 @@ _DECLS: dict[str, list[_Overload]] = {}
 for _fn, _member, _args, _res in _DECLS_SRC:
     _DECLS.setdefault(_fn, []).append(_Overload(_member, _split_types(_args), _ty(_res)))
 
+# Library availability by Kubernetes version: what the API server of a cluster accepts in a *new* selector (its
+# NewExpressions environment; validation of ResourceClaim(Template)s and DeviceClasses uses it for expressions that
+# are not already stored). Sources:
+#  * k8s.io/apiserver pkg/cel/environment/base.go (v0.36.3): every library has an IntroducedVersion; the
+#    NewExpressions environment holds it when the compatibility version >= IntroducedVersion, and
+#    DefaultCompatibilityVersion() is the binary's MinCompatibilityVersion = its version minus one minor
+#    (k8s.io/component-base compatibility/version.go). So a library "introduced in 1.34" is usable from 1.35.
+#  * k8s.io/dynamic-resource-allocation cel/compile.go (v0.36.3): DRA additions gated by feature gates
+#    (VersionedOptions.FeatureEnabled takes priority over the version); gate defaults from
+#    k8s.io/kubernetes pkg/features/kube_features.go (v1.36.3). A version means a stock cluster (default gates).
+# Everything else the engine implements is in every supported version (>= 1.34, so compatibility >= 1.33):
+# ext.Strings v2 and ext.Sets (1.29), two-variable comprehensions (1.32), semver library v1 with the normalize
+# flag (1.33), quantity, regex and lists libraries, cel.bind.
+MIN_KUBERNETES_VERSION = (1, 34)  # DRA resource.k8s.io/v1 is GA from 1.34 (design §1)
+_AVAILABILITY: dict[str, tuple[tuple[int, int] | None, str]] = {
+    # name -> (first Kubernetes version whose stock API server accepts it, or None for none so far; why)
+    "includes": (
+        None,
+        "DRA list-type attributes: only with the DRAListTypeAttributes feature gate, alpha and off by default "
+        "since Kubernetes 1.36",
+    ),
+    "allowMultipleAllocations": (
+        (1, 36),
+        "DRA consumable capacity: the DRAConsumableCapacity feature gate is alpha (off by default) in 1.34 and 1.35, "
+        "beta and on by default from 1.36",
+    ),
+    "mul": (None, "not in Kubernetes' quantity library up to 1.36 (k8s.io/apiserver v0.36.3 library/quantity.go)"),
+    "div": (None, "not in Kubernetes' quantity library up to 1.36 (k8s.io/apiserver v0.36.3 library/quantity.go)"),
+    "divInt": (None, "not in Kubernetes' quantity library up to 1.36 (k8s.io/apiserver v0.36.3 library/quantity.go)"),
+}
+# cel-go ext.Lists(ListsVersion(3)) is in base.go with IntroducedVersion 1.34 (new selectors from Kubernetes 1.35);
+# this engine does not implement it (a documented divergence), so these stay compile errors, with the reason.
+_EXT_LISTS = frozenset({"slice", "flatten", "distinct", "reverse", "sort", "sortBy", "lists.range"})
+
+
+def _fmt_version(v: tuple[int, int]) -> str:
+    return f"{v[0]}.{v[1]}"
+
+
+def _unavailable(name: str, version: tuple[int, int] | None) -> str:
+    """'' when ``name`` is usable at ``version``; otherwise the reason, to append to the compile error."""
+    if name in _EXT_LISTS:
+        if version is not None and version < (1, 35):
+            return (
+                f": '{name}' (cel-go ext.Lists) is not available in Kubernetes {_fmt_version(version)}; "
+                "it arrived in Kubernetes 1.35"
+            )
+        return f": '{name}' (cel-go ext.Lists, Kubernetes >= 1.35) is not implemented by this engine"
+    entry = _AVAILABILITY.get(name)
+    if entry is None or version is None:
+        return ""
+    first, why = entry
+    if first is not None and version >= first:
+        return ""
+    since = f"; it arrived in Kubernetes {_fmt_version(first)}" if first is not None else ""
+    return f": '{name}' is not available in Kubernetes {_fmt_version(version)}{since} ({why})"
+
+
 _TYPE_IDENTS = {
     "bool": BOOL,
     "int": INT,
@@ -1114,10 +1188,18 @@ def _most_general(a: T, b: T) -> T:
 
 
 class _Checker:
-    """Static type checking with cel-go's rules and messages."""
+    """Static type checking with cel-go's rules and messages.
 
-    def __init__(self) -> None:
+    Records, per node, the checked type (``types``) and, per call, the overloads that matched (``overloads``):
+    the cost estimator and the runtime cost model need both, as cel-go's need the checked AST.
+    ``version`` is the cluster's Kubernetes (major, minor), or None for the engine's full environment.
+    """
+
+    def __init__(self, version: tuple[int, int] | None = None) -> None:
         self.scopes: list[dict[str, T]] = []
+        self.version = version
+        self.types: dict[int, T] = {}
+        self.overloads: dict[int, list[_Overload]] = {}
 
     def lookup_var(self, name: str) -> T | None:
         for scope in reversed(self.scopes):
@@ -1128,6 +1210,11 @@ class _Checker:
         return None
 
     def check(self, n: Node) -> T:
+        t = self._check(n)
+        self.types[id(n)] = t
+        return t
+
+    def _check(self, n: Node) -> T:
         if isinstance(n, Const):
             return _CONST_TYPES[n.kind]
         if isinstance(n, Ident):
@@ -1147,7 +1234,7 @@ class _Checker:
             ft = self._field_type(ot, n.field, n.pos)
             return BOOL if n.test_only else ft
         if isinstance(n, Index):
-            return self._call_type("_[_]", False, [self.check(n.operand), self.check(n.index)], n.pos)
+            return self._call_type("_[_]", False, [self.check(n.operand), self.check(n.index)], n.pos, n)
         if isinstance(n, Call):
             return self._check_call(n)
         if isinstance(n, Logic):
@@ -1201,9 +1288,9 @@ class _Checker:
         if ot.kind == "dyn":
             return DYN
         if ot.kind == "object":
-            if field in _DEVICE_FIELDS:
+            if field in _DEVICE_FIELDS and not _unavailable(field, self.version):
                 return _DEVICE_FIELDS[field]
-            raise _CheckError(f"undefined field '{field}'", pos)
+            raise _CheckError(f"undefined field '{field}'{_unavailable(field, self.version)}", pos)
         if ot.kind == "map" and ot.params[0].kind in ("string", "dyn"):
             return ot.params[1]
         raise _CheckError(f"type '{ot}' does not support field selection", pos)
@@ -1219,21 +1306,26 @@ class _Checker:
         arg_types = [self.check(a) for a in n.args]
         if target is not None:
             arg_types.insert(0, self.check(target))
-        return self._call_type(fn, target is not None, arg_types, n.pos)
+        return self._call_type(fn, target is not None, arg_types, n.pos, n)
 
-    def _call_type(self, fn: str, member: bool, arg_types: list[T], pos: int) -> T:
+    def _call_type(self, fn: str, member: bool, arg_types: list[T], pos: int, node: Node | None = None) -> T:
         overloads = _DECLS.get(fn)
-        if overloads is None:
+        unavailable = _unavailable(fn, self.version)
+        if overloads is None or unavailable:
             if fn == "type" and not member and len(arg_types) == 1:
                 return T("type", (arg_types[0],))
-            raise _CheckError(f"undeclared reference to '{fn}' (in container '')", pos)
+            raise _CheckError(f"undeclared reference to '{fn}' (in container ''){unavailable}", pos)
         results: list[T] = []
+        matched: list[_Overload] = []
         for ov in overloads:
             if ov.member != member or len(ov.args) != len(arg_types):
                 continue
             subst: dict[str, T] = {}
             if all(_assignable(e, a, subst) for e, a in zip(ov.args, arg_types, strict=False)):
                 results.append(_substitute(ov.result, subst))
+                matched.append(ov)
+        if node is not None:
+            self.overloads[id(node)] = matched
         if not results:
             if member:
                 sig = f"{arg_types[0]}.({', '.join(str(t) for t in arg_types[1:])})"
@@ -1467,6 +1559,8 @@ def _arith(fn: str, a: Any, b: Any) -> Any:
         if fn == "_%_":
             if b == 0:
                 raise _CelError("modulus by zero")
+            if b == -1 and a == _INT64_MIN:  # cel-go moduloInt64Checked: MinInt64 % -1 overflows in Go
+                raise _CelError("integer overflow")
             r = abs(a) % abs(b)
             return r if a >= 0 else -r
     elif ta is UInt and tb is UInt:
@@ -1593,11 +1687,12 @@ def _to_int(v: Any) -> int:
         return v
     if t is UInt:
         if v > _INT64_MAX:
-            raise _CelError("range error converting uint to int")
+            raise _CelError("integer overflow")  # cel-go uint64ToInt64Checked
         return int(v)
     if t is float:
-        if math.isnan(v) or v in (math.inf, -math.inf) or not (-9.223372036854775e18 <= v <= 9.223372036854775e18):
-            raise _CelError("range error converting double to int")
+        # cel-go doubleToInt64Checked: NaN, infinities and v <= MinInt64 or v >= MaxInt64 (as doubles) overflow
+        if math.isnan(v) or v <= -9223372036854775808.0 or v >= 9223372036854775808.0:
+            raise _CelError("integer overflow")
         return int(v)
     if t is str:
         if not _INT_RE.match(v):
@@ -1615,11 +1710,11 @@ def _to_uint(v: Any) -> UInt:
         return v
     if t is int:
         if v < 0:
-            raise _CelError("range error converting int to uint")
+            raise _CelError("unsigned integer overflow")  # cel-go int64ToUint64Checked
         return UInt(v)
     if t is float:
-        if math.isnan(v) or not (0 <= v < 1.8446744073709552e19):
-            raise _CelError("range error converting double to uint")
+        if math.isnan(v) or not (0 <= v < 1.8446744073709552e19):  # cel-go doubleToUint64Checked
+            raise _CelError("unsigned integer overflow")
         return UInt(int(v))
     if t is str:
         if not re.fullmatch(r"\+?[0-9]+", v):
@@ -1722,16 +1817,74 @@ def _type_of(v: Any) -> CelType:
 
 # ---- strings
 
-_RE_CACHE: dict[str, re.Pattern[str]] = {}
+_RE_CACHE: dict[str, Any] = {}
 
 
-def _regex(pattern: str) -> re.Pattern[str]:
+def require_re2() -> None:
+    """google-re2 is a requirement: without it regular expressions would lose RE2 syntax and linear time."""
+    if not HAS_RE2:
+        raise GpufleetError(
+            "gpufleet.serving's CEL selector engine needs the Python library google-re2 (import re2) on the "
+            f"controller / execution environment (see requirements.txt): {RE2_IMPORT_ERROR.strip().splitlines()[-1]}"
+        )
+
+
+def _re2_error_text(e: Exception) -> str:
+    detail = e.args[0] if e.args else e
+    return detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)
+
+
+def _compile_re2(pattern: str) -> Any:
+    """Compile with RE2 (Go regexp's syntax and semantics: Perl classes, no look-around or back-references,
+    ``^``/``$`` at text boundaries unless ``(?m)``, repetition counts up to 1000); linear-time matching.
+
+    Raises ``ValueError`` with RE2's reason for a pattern RE2 rejects.
+    """
+    require_re2()
+    options = _re2.Options()
+    options.log_errors = False  # RE2 logs every rejected pattern to stderr otherwise
+    try:
+        return _re2.compile(pattern, options)
+    except _re2.error as e:
+        raise ValueError(_re2_error_text(e)) from None
+
+
+class _RE2:
+    """A compiled RE2 pattern with the one operation the CEL functions need: the span of the leftmost match.
+
+    google-re2's ``search()`` wraps every call in generator and offset-mapping machinery (~9 us); for ASCII text
+    (byte offsets are character offsets) the binding's own RE2 object is called directly (~1 us).
+    """
+
+    __slots__ = ("_low", "_rx")
+
+    def __init__(self, rx: Any) -> None:
+        self._rx = rx
+        low = getattr(rx, "_regexp", None)
+        self._low = low if low is not None and hasattr(low, "Match") and _RE2_UNANCHORED is not None else None
+
+    def span(self, s: str, pos: int = 0) -> tuple[int, int] | None:
+        if self._low is not None:
+            raw = s.encode("utf-8", "surrogatepass")
+            if len(raw) == len(s):  # ASCII: byte offsets are character offsets
+                start, end = self._low.Match(_RE2_UNANCHORED, raw, pos, len(raw))[0]
+                return None if start < 0 else (start, end)
+        m = self._rx.search(s, pos)
+        return None if m is None else m.span()
+
+
+_RE2_UNANCHORED = getattr(getattr(getattr(_re2, "_re2", None), "RE2", None), "Anchor", None)
+_RE2_UNANCHORED = getattr(_RE2_UNANCHORED, "UNANCHORED", None)
+
+
+def _regex(pattern: str) -> _RE2:
     rx = _RE_CACHE.get(pattern)
     if rx is None:
         try:
-            rx = re.compile(pattern.replace("\\z", "\\Z"))
-        except re.error as e:
-            raise _CelError(f"invalid regular expression '{pattern}': {e}") from None
+            rx = _RE2(_compile_re2(pattern))
+        except ValueError as e:
+            # cel-go: the error from regexp.Compile, e.g. "error parsing regexp: invalid escape sequence: `\\1`"
+            raise _CelError(f"error parsing regexp: {e}") from None
         if len(_RE_CACHE) < 1024:
             _RE_CACHE[pattern] = rx
     return rx
@@ -1766,7 +1919,7 @@ def _ends_with(s: Any, p: Any) -> bool:
 
 def _matches(s: Any, p: Any) -> bool:
     _str_args("matches", s, p)
-    return _regex(p).search(s) is not None
+    return _regex(p).span(s) is not None
 
 
 def _char_at(s: Any, i: Any) -> str:
@@ -1978,18 +2131,34 @@ def _format_s(a: Any) -> str:
 
 def _find(s: Any, p: Any) -> str:
     _str_args("find", s, p)
-    m = _regex(p).search(s)
-    return m.group(0) if m else ""
+    span = _regex(p).span(s)
+    return "" if span is None else s[span[0] : span[1]]
 
 
 def _find_all(s: Any, p: Any, *n: Any) -> list[str]:
+    """Go's ``Regexp.FindAllString(s, n)``: an empty match right after the previous match is skipped."""
     _str_args("findAll", s, p)
     _int_args("findAll", *n)
     limit = n[0] if n else -1
     if limit == 0:
         return []
-    out = [m.group(0) for m in _regex(p).finditer(s)]
-    return out if limit < 0 else out[:limit]
+    rx = _regex(p)
+    out: list[str] = []
+    pos = 0
+    prev_end = -1
+    size = len(s)
+    while pos <= size and (limit < 0 or len(out) < limit):
+        span = rx.span(s, pos)
+        if span is None:
+            break
+        start, end = span
+        if end == start == prev_end:
+            pos = start + 1  # Go: an empty match abutting the preceding match is ignored
+            continue
+        out.append(s[start:end])
+        prev_end = end
+        pos = end if end > start else end + 1
+    return out
 
 
 # ---- lists / sets
@@ -2222,53 +2391,193 @@ _RUNTIME["_<=_"] = lambda a, b: _cel_cmp("_<=_", a, b) <= 0
 _RUNTIME["_>_"] = lambda a, b: _cel_cmp("_>_", a, b) > 0
 _RUNTIME["_>=_"] = lambda a, b: _cel_cmp("_>=_", a, b) >= 0
 
-# Functions whose Kubernetes cost grows with the size of their inputs (traversal cost).
-_SIZED_COST = frozenset(
-    [
-        "_==_",
-        "_!=_",
-        "@in",
-        "_+_",
-        "contains",
-        "startsWith",
-        "endsWith",
-        "matches",
-        "charAt",
-        "indexOf",
-        "lastIndexOf",
-        "lowerAscii",
-        "upperAscii",
-        "replace",
-        "split",
-        "substring",
-        "trim",
-        "join",
-        "format",
-        "strings.quote",
-        "find",
-        "findAll",
-        "isSorted",
-        "sum",
-        "min",
-        "max",
-        "sets.contains",
-        "sets.equivalent",
-        "sets.intersects",
-        "includes",
-        "string",
-        "bytes",
-    ]
-)
+# ---- runtime cost (cel-go interpreter/runtimecost.go costCall, v0.26.0, with Kubernetes'
+# k8s.io/apiserver pkg/cel/library/cost.go CostEstimator.CallCost and ext/sets.go's trackers)
+
+# The largest string or list a call may build: one traversal of it costs the whole budget
+# (COST_LIMIT / StringTraversalCostFactor). cel-go would build it and fail on the next traversal (or exhaust memory
+# first); refusing to build it keeps a chain of replace() calls from allocating gigabytes.
+MAX_RESULT_SIZE = 10_000_000
 
 
-def _sized_cost(args: tuple) -> int:
-    extra = 0
-    for a in args:
-        if type(a) is str or type(a) is bytes:
-            extra += len(a)
-        elif isinstance(a, (list, tuple, dict)):
-            extra += 10 * len(a)
-    return (extra + 9) // 10
+def _rt_size(v: Any) -> int:
+    """cel-go actualSize: the size of strings, bytes, lists and maps; 1 for anything else."""
+    if isinstance(v, (str, bytes, list, tuple, dict)):
+        return len(v)
+    return 1
+
+
+def _traversal_cost(v: Any) -> int:
+    """library/cost.go traversalCost (note: truncates, where the other formulas round up)."""
+    if type(v) is str or type(v) is bytes:
+        return int(len(v) * _STR_TRAVERSAL)
+    if isinstance(v, (list, tuple)):
+        return sum(_traversal_cost(e) for e in v)
+    if isinstance(v, dict):
+        return sum(_traversal_cost(k) + _traversal_cost(x) for k, x in v.items())
+    return 1
+
+
+def _ceil_cost(x: float) -> int:
+    return math.ceil(x)
+
+
+def _too_large(fn: str, size: int) -> _CelError:
+    return _CelError(
+        f"{_COST_EXCEEDED} ({fn} would build a value of {size} elements, more than one traversal of the cost limit "
+        f"allows: {MAX_RESULT_SIZE})"
+    )
+
+
+def _replace_cost(args: tuple) -> int:
+    s = args[0]
+    if len(args) >= 3 and type(s) is str and type(args[1]) is str and type(args[2]) is str:
+        old, new = args[1], args[2]
+        limit = args[3] if len(args) > 3 and type(args[3]) is int else -1
+        count = (len(s) + 1) if old == "" else s.count(old)
+        if limit >= 0:
+            count = min(count, limit)
+        result = len(s) + count * (len(new) - len(old))
+        if result > MAX_RESULT_SIZE:
+            raise _too_large("replace", result)
+    return _ceil_cost(_rt_size(s) * 2 * _STR_TRAVERSAL)
+
+
+def _join_cost(args: tuple) -> int:
+    lst = args[0]
+    sep = args[1] if len(args) > 1 else ""
+    if isinstance(lst, (list, tuple)) and all(type(e) is str for e in lst) and type(sep) is str:
+        result = sum(len(e) for e in lst) + len(sep) * max(len(lst) - 1, 0)
+        if result > MAX_RESULT_SIZE:
+            raise _too_large("join", result)
+        return _ceil_cost(result * 2 * _STR_TRAVERSAL)  # CallCost: the size of the result
+    return 1
+
+
+def _add_cost(args: tuple) -> int:
+    a, b = args
+    ta, tb = type(a), type(b)
+    if ta is tb and (ta is str or ta is bytes):
+        if len(a) + len(b) > MAX_RESULT_SIZE:
+            raise _too_large("_+_", len(a) + len(b))
+        return _ceil_cost((len(a) + len(b)) * _STR_TRAVERSAL)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) + len(b) > MAX_RESULT_SIZE:
+        raise _too_large("_+_", len(a) + len(b))
+    return 1  # AddList and arithmetic: O(1) in cel-go
+
+
+def _cmp_cost(args: tuple) -> int:
+    a, b = args
+    ta, tb = type(a), type(b)
+    if ta is tb and (ta is str or ta is bytes):
+        return _ceil_cost(min(len(a), len(b)) * _STR_TRAVERSAL)
+    return 1
+
+
+_FORMAT_PRECISION_RE = re.compile(r"%\.(\d+)")
+
+
+def _format_cost(args: tuple) -> int:
+    if type(args[0]) is str:
+        for m in _FORMAT_PRECISION_RE.finditer(args[0]):
+            if int(m.group(1)) > MAX_RESULT_SIZE:
+                raise _too_large("format", int(m.group(1)))
+    return _ceil_cost(_rt_size(args[0]) * _STR_TRAVERSAL)
+
+
+def _regex_cost(args: tuple) -> int:
+    s, p = args
+    str_cost = math.ceil((1.0 + (len(s) if type(s) is str else 1)) * _STR_TRAVERSAL)
+    return str_cost * math.ceil((len(p) if type(p) is str else 1) * _REGEX_LENGTH)
+
+
+def _one(args: tuple) -> int:
+    return 1
+
+
+def _zero(args: tuple) -> int:
+    return 0
+
+
+def _first_traversal(args: tuple) -> int:
+    return _ceil_cost(_rt_size(args[0]) * _STR_TRAVERSAL)
+
+
+def _sets_cost(factor: float) -> Any:
+    return lambda args: 1 + int(_rt_size(args[0]) * _rt_size(args[1]) * factor)  # ext/sets.go trackSetsCost
+
+
+_RUNTIME_COSTS: dict[str, Any] = {
+    "_==_": _cmp_cost,
+    "_!=_": _cmp_cost,
+    "_<_": _cmp_cost,
+    "_<=_": _cmp_cost,
+    "_>_": _cmp_cost,
+    "_>=_": _cmp_cost,
+    "_+_": _add_cost,
+    "@in": lambda args: len(args[1]) if isinstance(args[1], (list, tuple)) else 1,
+    "contains": lambda args: (
+        _ceil_cost(_rt_size(args[0]) * _STR_TRAVERSAL) * _ceil_cost(_rt_size(args[1]) * _STR_TRAVERSAL)
+    ),
+    "startsWith": _first_traversal,
+    "endsWith": _first_traversal,
+    "strings.quote": _first_traversal,
+    "format": _format_cost,
+    "string": lambda args: _first_traversal(args) if type(args[0]) is bytes else 1,
+    "bytes": lambda args: _first_traversal(args) if type(args[0]) is str else 1,
+    "find": _regex_cost,
+    "findAll": _regex_cost,
+    "lowerAscii": _first_traversal,
+    "upperAscii": _first_traversal,
+    "substring": _first_traversal,
+    "trim": _first_traversal,
+    "replace": _replace_cost,
+    "split": lambda args: _ceil_cost(_rt_size(args[0]) * 2 * _STR_TRAVERSAL),
+    "join": _join_cost,
+    "quantity": _first_traversal,
+    "isQuantity": _first_traversal,
+    "semver": _first_traversal,
+    "isSemver": _first_traversal,
+    "sets.contains": _sets_cost(1.0),
+    "sets.intersects": _sets_cost(1.0),
+    "sets.equivalent": _sets_cost(2.0),
+}
+for _fn in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf"):
+    _RUNTIME_COSTS[_fn] = lambda args: _traversal_cost(args[0])
+
+# Calls whose result can be much larger than their inputs: selectors with one of these (or a comprehension) are
+# evaluated with cost tracking; others are bounded by their size and the device's.
+_GROWTH_FUNCTIONS = frozenset({"replace", "join", "format", "strings.quote"})
+
+
+def _runtime_cost_fn(fn: str, member: bool, nodes: list[Node]) -> Any:
+    """The cost function of one call, from its evaluated arguments (receiver first)."""
+    if fn in _CONVERSIONS and len(nodes) == 1 and isinstance(nodes[0], Const):
+        return _zero  # OptOptimize: a conversion of a constant is folded into a constant
+    if (
+        fn == "@in"
+        and isinstance(nodes[1], ListLit)
+        and all(isinstance(e, Const) and e.kind in ("int", "uint", "double", "string", "bool") for e in nodes[1].elems)
+    ):
+        return _zero  # OptOptimize: membership in a constant list is a set lookup, not a call
+    if fn == "matches":
+        return _regex_cost if member else _one  # runtimecost.go only sizes the member overload (matches_string)
+    return _RUNTIME_COSTS.get(fn, _one)
+
+
+def _needs_cost_tracking(ast: Node, checker: _Checker) -> bool:
+    stack = [ast]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Comp):
+            return True
+        if isinstance(n, Call):
+            if n.fn in _GROWTH_FUNCTIONS:
+                return True
+            if n.fn == "_+_" and checker.types.get(id(n), DYN).kind not in _SCALAR_KINDS:
+                return True
+        stack.extend(_children(n))
+    return False
 
 
 # --------------------------------------------------------------------------- DRA device data
@@ -2451,9 +2760,10 @@ def _eq_const(other: Any, cv: Any, ctype: type, negate: bool) -> Any:
 
 
 class _Planner:
-    def __init__(self, tracked: bool) -> None:
+    def __init__(self, tracked: bool, checker: _Checker | None = None) -> None:
         self.tracked = tracked
         self.locals: list[str] = []
+        self.overloads = checker.overloads if checker is not None else {}
 
     def plan(self, n: Node) -> Any:
         if isinstance(n, Const):
@@ -2473,21 +2783,22 @@ class _Planner:
             return self._cond(n)
         if isinstance(n, ListLit):
             fs = [self.plan(e) for e in n.elems]
-            if self.tracked:
+            # cel-go's OptOptimize folds a list of constants into a constant (no creation cost at run time)
+            if self.tracked and not all(isinstance(e, Const) for e in n.elems):
 
                 def make_list_t(a: _Act) -> list:
-                    _charge(a, 10)
+                    _charge(a, _LIST_CREATE)
                     return [f(a) for f in fs]
 
                 return make_list_t
             return lambda a: [f(a) for f in fs]
         if isinstance(n, MapLit):
             kvs = [(self.plan(k), self.plan(v)) for k, v in n.entries]
-            tracked = self.tracked
+            tracked = self.tracked and not all(isinstance(x, Const) for kv in n.entries for x in kv)
 
             def make_map(a: _Act) -> dict:
                 if tracked:
-                    _charge(a, 30)
+                    _charge(a, _MAP_CREATE)
                 out: dict = {}
                 for kf, vf in kvs:
                     k = kf(a)
@@ -2527,11 +2838,9 @@ class _Planner:
         of = self.plan(n.operand)
         field = n.field
         tracked = self.tracked
-        if n.test_only:
+        if n.test_only:  # a presence test costs 0 in Kubernetes (PresenceTestHasCost(false)); its operand counts
 
             def has(a: _Act) -> bool:
-                if tracked:
-                    _charge(a, 1)
                 return _has(of(a), field)
 
             return has
@@ -2585,14 +2894,7 @@ class _Planner:
         nodes = ([n.target] if n.target is not None else []) + list(n.args)
         fs = [self.plan(x) for x in nodes]
         if self.tracked:
-            sized = fn in _SIZED_COST
-
-            def call_t(a: _Act) -> Any:
-                args = tuple(f(a) for f in fs)
-                _charge(a, 1 + (_sized_cost(args) if sized else 0))
-                return impl(*args)
-
-            return call_t
+            return self._tracked_call(impl, fs, _runtime_cost_fn(fn, n.target is not None, nodes))
         if fn in ("_==_", "_!=_") and len(nodes) == 2:
             return self._equality(fn, nodes, fs)
         if len(fs) == 1:
@@ -2605,6 +2907,42 @@ class _Planner:
             f0, f1, f2 = fs
             return lambda a: impl(f0(a), f1(a), f2(a))
         return lambda a: impl(*[f(a) for f in fs])
+
+    @staticmethod
+    def _tracked_call(impl: Any, fs: list[Any], cost: Any) -> Any:
+        """A call with its cost charged *before* it runs (cel-go charges after it; the total and the verdict are
+        the same), so a call over the limit never runs, and results too large to traverse are refused."""
+        if cost is _one and len(fs) == 1:
+            f0 = fs[0]
+
+            def call_t1(a: _Act) -> Any:
+                x = f0(a)
+                a.cost += 1
+                if a.cost > COST_LIMIT:
+                    raise _CelError(_COST_EXCEEDED)
+                return impl(x)
+
+            return call_t1
+        if len(fs) == 2:
+            g0, g1 = fs
+
+            def call_t2(a: _Act) -> Any:
+                args = (g0(a), g1(a))
+                a.cost += cost(args)
+                if a.cost > COST_LIMIT:
+                    raise _CelError(_COST_EXCEEDED)
+                return impl(*args)
+
+            return call_t2
+
+        def call_t(a: _Act) -> Any:
+            args = tuple([f(a) for f in fs])
+            a.cost += cost(args)
+            if a.cost > COST_LIMIT:
+                raise _CelError(_COST_EXCEEDED)
+            return impl(*args)
+
+        return call_t
 
     @staticmethod
     def _equality(fn: str, nodes: list[Node], fs: list[Any]) -> Any:
@@ -2704,17 +3042,35 @@ class _Planner:
                 return list(rng.items())
             return list(enumerate(rng))
 
+        # cel-go's per-iteration costs of the expanded macros (parser/macro.go, ext/comprehensions.go): the loop
+        # condition (all: @not_strictly_false(acc) = 2, exists: ...(!acc) = 3, others: the literal true = 0), the
+        # accumulator read in the step (1), the step's own calls and list creations, and the result (acc: 1,
+        # exists_one's acc == 1: 2). See _Coster._comp for the same figures in the estimate.
+        cond_cost = 2 if kind == "all" else 3 if kind == "exists" else 0
+        result_cost = 2 if kind == "exists_one" else 1
+        # charged when an element is kept: acc + 1 (2), acc + [x] (13), acc + [f] (12), @mapInsert(acc, k, f) (3);
+        # when it is not, only the accumulator read (1)
+        kept_cost = {"exists_one": 2, "filter": 13, "transformMap": 3}.get(kind, 12)
+
         def comp(a: _Act) -> Any:
             v = a.v
             saved = (v.get(var, _MISSING), v.get(var2, _MISSING) if var2 else _MISSING)
             err: _CelError | None = None
             try:
                 rng = rf(a)
+                if tracked:
+                    _charge(a, result_cost)
                 if kind == "all" or kind == "exists":
                     stop = kind == "exists"  # exists stops on true, all on false
+                    decided = False
                     for x, y in pairs(rng):
                         if tracked:
-                            _charge(a, 3)
+                            _charge(a, cond_cost)  # the loop condition runs before every element
+                            if decided:
+                                break
+                            _charge(a, 1)
+                        elif decided:
+                            break
                         v[var] = x
                         if var2:
                             v[var2] = y
@@ -2724,17 +3080,18 @@ class _Planner:
                             err = err or e
                             continue
                         if r is stop:
-                            return stop
+                            decided = True
+                            continue
                         if type(r) is not bool:
                             err = err or _no_overload("_&&_" if not stop else "_||_", r)
+                    if decided:
+                        return stop
                     if err is not None:
                         raise err
                     return not stop
                 if kind == "exists_one":
                     count = 0
                     for x, y in pairs(rng):
-                        if tracked:
-                            _charge(a, 3)
                         v[var] = x
                         if var2:
                             v[var2] = y
@@ -2743,12 +3100,12 @@ class _Planner:
                             count += 1
                         elif r is not False:
                             raise _no_overload("_?_:_", r)
+                        if tracked:
+                            _charge(a, kept_cost if r is True else 1)
                     return count == 1
                 if kind == "filter":
                     out = []
                     for x, y in pairs(rng):
-                        if tracked:
-                            _charge(a, 3)
                         v[var] = x
                         if var2:
                             v[var2] = y
@@ -2757,24 +3114,28 @@ class _Planner:
                             out.append(y if var2 else x)
                         elif r is not False:
                             raise _no_overload("_?_:_", r)
+                        if tracked:
+                            _charge(a, kept_cost if r is True else 1)
                     return out
                 # map / transformList / transformMap
                 is_map = kind == "transformMap"
                 out_map: dict = {}
                 out_list: list = []
                 for x, y in pairs(rng):
-                    if tracked:
-                        _charge(a, 3)
                     v[var] = x
                     if var2:
                         v[var2] = y
                     if filt is not None:
                         keep = filt(a)
                         if keep is False:
+                            if tracked:
+                                _charge(a, 1)
                             continue
                         if keep is not True:
                             raise _no_overload("_?_:_", keep)
                     r = step(a)
+                    if tracked:
+                        _charge(a, kept_cost)
                     if is_map:
                         out_map[x] = r
                     else:
@@ -2792,6 +3153,533 @@ class _Planner:
         return comp
 
 
+# --------------------------------------------------------------------------- static cost estimation
+#
+# A port of cel-go's checker/cost.go (v0.26.0, the version Kubernetes 1.36 uses) over this engine's AST, with
+# Kubernetes' estimators: k8s.io/apiserver pkg/cel/library/cost.go (CostEstimator.EstimateCallCost), the DRA
+# wrapper and size estimator of k8s.io/dynamic-resource-allocation cel/compile.go (draCostEstimator, sizeEstimator)
+# and cel-go ext/sets.go's overload estimators. The API server rejects a selector whose worst-case estimate exceeds
+# resourceapi.CELSelectorExpressionMaxCost ("too complex, exceeds cost limit", k8s.io/kubernetes
+# pkg/apis/resource/validation/validation.go validateCELSelector); so does compile_selector().
+# Checked against every expectCost of k8s.io/dynamic-resource-allocation cel/compile_test.go (v0.36.3).
+
+_U64 = (1 << 64) - 1
+_U64_F = float(_U64)  # Go: float64(math.MaxUint64)
+_STR_TRAVERSAL = 0.1  # common.StringTraversalCostFactor
+_REGEX_LENGTH = 0.25  # common.RegexStringLengthCostFactor
+_LIST_CREATE = 10  # common.ListCreateBaseCost
+_MAP_CREATE = 30  # common.MapCreateBaseCost
+
+# Per-device bounds the DRA size estimator declares (k8s.io/api resource/v1 types.go, v0.36.3):
+_DRIVER_NAME_MAX = 63  # DriverNameMaxLength
+_DOMAIN_MAX = 63  # DeviceMaxDomainLength
+_ID_MAX = 32  # DeviceMaxIDLength
+_ATTRS_PER_DEVICE = 32  # ResourceSliceMaxAttributesAndCapacitiesPerDevice
+_ATTR_VALUE_MAX = 64  # DeviceAttributeMaxValueLength (max(64, ResourceSliceMaxAttributeValuesPerDevice=48) with
+# list-type attributes: compile.go attributeTypeV136ListTypeAttributes)
+
+Est = tuple[int, int]  # (min, max), as checker.CostEstimate / checker.SizeEstimate
+_UNKNOWN: Est = (0, _U64)
+
+
+def _e_add(a: Est, b: Est) -> Est:
+    return (min(a[0] + b[0], _U64), min(a[1] + b[1], _U64))
+
+
+def _e_mul(a: Est, b: Est) -> Est:
+    return (min(a[0] * b[0], _U64), min(a[1] * b[1], _U64))
+
+
+def _factor1(x: int, f: float) -> int:
+    """cel-go multiplyByCostFactor: ceil(x * f), saturating at MaxUint64."""
+    xf = float(x)
+    if xf > 0 and f > 0 and xf > _U64_F / f:
+        return _U64
+    c = math.ceil(xf * f)
+    return _U64 if c >= 1 << 64 else c
+
+
+def _e_factor(a: Est, f: float) -> Est:
+    return (_factor1(a[0], f), _factor1(a[1], f))
+
+
+def _e_union(a: Est, b: Est) -> Est:
+    return (min(a[0], b[0]), max(a[1], b[1]))
+
+
+class _Decl:
+    """The slice of an apiserver DeclType the DRA size estimator walks (MaxElements, fields, key/element types)."""
+
+    __slots__ = ("elem", "fields", "key", "max")
+
+    def __init__(
+        self, max_: int, fields: dict[str, _Decl] | None = None, key: _Decl | None = None, elem: _Decl | None = None
+    ) -> None:
+        self.max, self.fields, self.key, self.elem = max_, fields or {}, key, elem
+
+
+_ATTR_DECL = _Decl(_ATTR_VALUE_MAX)
+_DEVICE_DECL = _Decl(
+    0,
+    {
+        "driver": _Decl(_DRIVER_NAME_MAX),
+        "allowMultipleAllocations": _Decl(1),  # compile.go multiAllocType
+        "attributes": _Decl(
+            _ATTRS_PER_DEVICE,
+            key=_Decl(_DOMAIN_MAX),
+            elem=_Decl(_ATTRS_PER_DEVICE, key=_Decl(_ID_MAX), elem=_ATTR_DECL),
+        ),
+        "capacity": _Decl(
+            _ATTRS_PER_DEVICE,
+            key=_Decl(_DOMAIN_MAX),
+            elem=_Decl(_ATTRS_PER_DEVICE, key=_Decl(_ID_MAX), elem=_Decl(0)),  # QuantityDeclType: MaxElements 0
+        ),
+    },
+)
+
+
+def _dra_size(path: list[str] | None) -> Est | None:
+    """compile.go sizeEstimator.EstimateSize: the maximum size of what a path through ``device`` reaches."""
+    if not path or path[0] != "device":
+        return None
+    node = _DEVICE_DECL
+    for name in path[1:]:
+        if name in ("@items", "@values"):
+            if node.elem is None:
+                return None
+            node = node.elem
+        elif name == "@keys":
+            if node.key is None:
+                return None
+            node = node.key
+        else:
+            f = node.fields.get(name)
+            if f is None:
+                if node.elem is _ATTR_DECL:  # any attribute of an attribute map has the attribute bound
+                    node = _ATTR_DECL
+                    continue
+                return None
+            node = f
+    return (0, node.max)
+
+
+class _Entry:
+    """cel-go entrySizeEstimate: sizes of a list's elements (key 1) or a map's keys and values."""
+
+    __slots__ = ("key", "kind", "val")
+
+    def __init__(self, kind: str, key: Est, val: Est) -> None:
+        self.kind, self.key, self.val = kind, key, val
+
+    def union(self, other: _Entry | None) -> _Entry | None:
+        if other is None:
+            return None
+        return _Entry(self.kind, _e_union(self.key, other.key), _e_union(self.val, other.val))
+
+
+class _LocalVar:
+    __slots__ = ("entry", "path", "size")
+
+    def __init__(self, path: list[str] | None, size: Est | None, entry: _Entry | None) -> None:
+        self.path, self.size, self.entry = path, size, entry
+
+
+_SCALAR_KINDS = frozenset({"bool", "int", "uint", "double"})
+_CONVERSIONS = frozenset({"int", "uint", "double", "string", "bytes", "bool", "dyn", "type"})
+
+
+def _overload_class(fn: str, ov: _Overload | None) -> str:
+    """Which of cel-go's cost cases an overload falls in (checker/cost.go functionCost, runtimecost.go costCall)."""
+    if ov is None:
+        return ""
+    a0 = ov.args[0].kind if ov.args else ""
+    if fn == "_+_":
+        return {"string": "add_sized", "bytes": "add_sized", "list": "add_list"}.get(a0, "")
+    if fn in ("_<_", "_<=_", "_>_", "_>=_"):
+        return "cmp_sized" if a0 in ("string", "bytes") and ov.args[1].kind == a0 else ""
+    if fn in ("_==_", "_!=_"):
+        return "cmp_sized"
+    if fn == "@in":
+        return "in_list" if ov.args[1].kind == "list" else ""
+    if fn == "matches":
+        return "matches" if ov.member else ""
+    if fn == "_[_]":
+        return "index_list" if a0 == "list" else "index_map" if a0 == "map" else ""
+    if fn == "string" and a0 == "bytes":
+        return "bytes_to_string"
+    if fn == "bytes" and a0 == "string":
+        return "string_to_bytes"
+    return ""
+
+
+class _Coster:
+    """checker/cost.go ``coster`` over this engine's AST (macros are Comp/Bind nodes, expanded here as cel-go
+    expands them: all/exists/exists_one/map/filter and the two-variable forms)."""
+
+    def __init__(self, checker: _Checker) -> None:
+        self.types = checker.types
+        self.overloads = checker.overloads
+        self.paths: dict[int, list[str] | None] = {}
+        self.sizes: dict[int, Est] = {}
+        self.entries: dict[int, _Entry] = {}
+        self.local: dict[str, list[_LocalVar]] = {}
+
+    # -- bookkeeping
+    def _type(self, n: Node) -> T:
+        return self.types.get(id(n), DYN)
+
+    def _peek(self, name: str) -> _LocalVar | None:
+        stack = self.local.get(name)
+        return stack[-1] if stack else None
+
+    def _push(self, name: str, var: _LocalVar) -> None:
+        self.local.setdefault(name, []).append(var)
+
+    def _pop(self, name: str) -> None:
+        self.local[name].pop()
+
+    def _path(self, n: Node) -> list[str] | None:
+        if isinstance(n, Ident):
+            v = self._peek(n.name)
+            if v is not None:
+                return v.path
+        return self.paths.get(id(n))
+
+    def size(self, n: Node) -> Est | None:
+        """cel-go computeSize."""
+        sz = self.sizes.get(id(n))
+        if sz is not None:
+            return sz
+        if isinstance(n, Const):
+            if n.kind in ("string", "bytes"):
+                return (len(n.value), len(n.value))
+            return (1, 1)
+        if isinstance(n, ListLit):
+            return (len(n.elems), len(n.elems))
+        if isinstance(n, MapLit):
+            return (len(n.entries), len(n.entries))
+        dra = _dra_size(self._path(n))
+        if dra is not None:
+            self.sizes[id(n)] = dra
+            return dra
+        if self._type(n).kind in _SCALAR_KINDS:
+            return (1, 1)
+        if isinstance(n, Ident):
+            v = self._peek(n.name)
+            if v is not None and v.size is not None:
+                return v.size
+        return None
+
+    def size_or_unknown(self, n: Node) -> Est:
+        return self.size(n) or _UNKNOWN
+
+    def entry(self, n: Node) -> _Entry | None:
+        e = self.entries.get(id(n))
+        if e is not None:
+            return e
+        if isinstance(n, Ident):
+            v = self._peek(n.name)
+            if v is not None:
+                return v.entry
+        return None
+
+    def _items_size(self, target: Node) -> Est:
+        """library/cost.go listElementNode + sizeEstimate: the size of a list's elements, or unknown."""
+        path = self._path(target)
+        return (_dra_size([*path, "@items"]) if path else None) or _UNKNOWN
+
+    # -- expressions
+    def cost(self, n: Node) -> Est:
+        if isinstance(n, Const):
+            return (0, 0)
+        if isinstance(n, Ident):
+            if self._peek(n.name) is None:
+                self.paths[id(n)] = [n.name]
+            return (1, 1)
+        if isinstance(n, Select):
+            if n.test_only:
+                return self.cost(n.operand)  # presence tests cost 0 in Kubernetes (PresenceTestHasCost(false))
+            c = self.cost(n.operand)
+            if self._type(n.operand).kind in ("map", "object", "param"):
+                c = _e_add(c, (1, 1))
+            path = self._path(n.operand)
+            self.paths[id(n)] = [*path, n.field] if path else [n.field]
+            return c
+        if isinstance(n, Index):
+            return self._index(n)
+        if isinstance(n, Call):
+            return self._call(n)
+        if isinstance(n, ListLit):
+            total: Est = (0, 0)
+            item: Est = (_U64, 0) if n.elems else (0, 0)
+            for e in n.elems:
+                total = _e_add(total, self.cost(e))
+                item = _e_union(item, self.size_or_unknown(e))
+            self.entries[id(n)] = _Entry("list", (1, 1), item)
+            return _e_add(total, (_LIST_CREATE, _LIST_CREATE))
+        if isinstance(n, MapLit):
+            total = (0, 0)
+            ks: Est = (_U64, 0) if n.entries else (0, 0)
+            vs: Est = (_U64, 0) if n.entries else (0, 0)
+            for k, v in n.entries:
+                total = _e_add(_e_add(total, self.cost(k)), self.cost(v))
+                ks = _e_union(ks, self.size_or_unknown(k))
+                vs = _e_union(vs, self.size_or_unknown(v))
+            self.entries[id(n)] = _Entry("map", ks, vs)
+            return _e_add(total, (_MAP_CREATE, _MAP_CREATE))
+        if isinstance(n, Logic):  # overloads.LogicalAnd / LogicalOr
+            lc, rc = self.cost(n.left), self.cost(n.right)
+            return (lc[0], _e_add(lc, rc)[1])
+        if isinstance(n, Cond):  # overloads.Conditional
+            cc, tc, fc = self.cost(n.cond), self.cost(n.if_true), self.cost(n.if_false)
+            self.sizes[id(n)] = _e_union(self.size_or_unknown(n.if_true), self.size_or_unknown(n.if_false))
+            te = self.entry(n.if_true)
+            ent = te.union(self.entry(n.if_false)) if te is not None else None
+            if ent is not None:
+                self.entries[id(n)] = ent
+            return _e_add(cc, _e_union(tc, fc))
+        if isinstance(n, Bind):  # costBind: the empty iteration range is a list creation (10)
+            c = _e_add((_LIST_CREATE, _LIST_CREATE), self.cost(n.init))
+            self._push(n.var, _LocalVar(self._path(n.init), self.size(n.init), self.entry(n.init)))
+            c = _e_add(c, self.cost(n.body))
+            self._pop(n.var)
+            self._copy_sizes(n, n.body)
+            return c
+        if isinstance(n, Comp):
+            return self._comp(n)
+        return (0, 0)  # pragma: no cover - StructLit never type-checks
+
+    def _copy_sizes(self, dst: Node, src: Node) -> None:
+        sz = self.size(src)
+        if sz is not None:
+            self.sizes[id(dst)] = sz
+        ent = self.entry(src)
+        if ent is not None:
+            self.entries[id(dst)] = ent
+
+    def _index(self, n: Index) -> Est:
+        c = _e_add(_e_add((1, 1), self.cost(n.operand)), self.cost(n.index))
+        result: Est | None = None
+        for ov in self.overloads.get(id(n), []):
+            cls = _overload_class("_[_]", ov)
+            if cls in ("index_list", "index_map"):
+                ent = self.entry(n.operand)
+                result = ent.val if ent is not None else None
+                path = self._path(n.operand)
+                sub = "@items" if cls == "index_list" else "@values"
+                self.paths[id(n)] = [*path, sub] if path else [sub]
+            if result is None:
+                result = self.size(n)
+        if result is not None:
+            self.sizes[id(n)] = result
+        return c
+
+    def _call(self, n: Call) -> Est:
+        fn = n.fn
+        if fn == "dyn" and n.target is None and len(n.args) == 1:  # maybeUnwrapDynCall
+            c = self.cost(n.args[0])
+            self._copy_sizes(n, n.args[0])
+            return _e_add((1, 1), c)
+        arg_costs = [self.cost(a) for a in n.args]
+        total: Est = (0, 0)
+        if n.target is not None:
+            total = self.cost(n.target)
+        ovs: list[_Overload | None] = list(self.overloads.get(id(n), [])) or [None]
+        fn_cost: Est = (_U64, 0)
+        result: Est | None = None
+        for ov in ovs:
+            c, rs = self._function_cost(n, fn, ov, arg_costs)
+            fn_cost = _e_union(fn_cost, c)
+            if rs is not None:
+                result = rs if result is None else _e_union(result, rs)
+        if result is not None:
+            self.sizes[id(n)] = result
+        return _e_add(total, fn_cost)
+
+    def _function_cost(self, n: Call, fn: str, ov: _Overload | None, arg_costs: list[Est]) -> tuple[Est, Est | None]:
+        argsum: Est = (0, 0)
+        for a in arg_costs:
+            argsum = _e_add(argsum, a)
+        target, args = n.target, n.args
+        size = self.size_or_unknown
+
+        def done(c: Est, rs: Est | None = None) -> tuple[Est, Est | None]:
+            return _e_add(c, argsum), rs
+
+        # ext/sets.go estimateSetsCost
+        if fn in ("sets.contains", "sets.intersects", "sets.equivalent") and len(args) == 2:
+            f = 2.0 if fn == "sets.equivalent" else 1.0
+            return done(_e_add(_e_factor(_e_mul(size(args[0]), size(args[1])), f), (1, 1)))
+        # compile.go draCostEstimator: includes costs ResourceSliceMaxAttributeValuesPerDevice
+        if fn == "includes" and target is not None:
+            return done((_INCLUDES_MAX_LIST, _INCLUDES_MAX_LIST))
+        # library/cost.go CostEstimator.EstimateCallCost
+        if fn in ("isSorted", "sum", "max", "min", "indexOf", "lastIndexOf") and target is not None:
+            tt = self._type(target)
+            if tt.kind == "list":
+                el: Est = (1, 1)
+                if tt.params[0].kind in ("string", "bytes"):
+                    el = _e_add(el, _e_factor(self._items_size(target), _STR_TRAVERSAL))
+                return done(_e_mul(size(target), el))
+            return done(_e_factor(size(target), _STR_TRAVERSAL))
+        if fn in ("lowerAscii", "upperAscii", "substring", "trim") and target is not None:
+            sz = size(target)
+            return done(_e_factor(sz, _STR_TRAVERSAL), sz)
+        if fn == "replace" and target is not None and len(args) >= 2:
+            return done(*self._replace(target, args))
+        if fn == "split" and target is not None:
+            sz = size(target)
+            mx = sz[1]
+            if len(args) > 1 and isinstance(args[1], Const) and args[1].kind == "int":
+                mx = args[1].value % (1 << 64)  # Go: uint64(int64)
+            return done(_e_factor(sz, 2 * _STR_TRAVERSAL), (0, mx))
+        if fn == "join" and target is not None:
+            tt = self._type(target)
+            list_size = size(target)
+            jsz: Est = _e_mul(list_size, self._items_size(target)) if tt.kind == "list" else (0, 0)
+            if args:
+                seps = (max(list_size[0] - 1, 0), max(list_size[1] - 1, 0))
+                jsz = _e_add(jsz, _e_mul(size(args[0]), seps))
+            return done(_e_factor(jsz, _STR_TRAVERSAL), jsz)
+        if fn in ("find", "findAll") and target is not None and args:
+            sz = size(target)
+            str_cost = _e_factor(_e_add(sz, (1, 1)), _STR_TRAVERSAL)
+            return done(_e_mul(str_cost, _e_factor(size(args[0]), _REGEX_LENGTH)), (0, sz[1]))
+        if fn in ("quantity", "isQuantity", "semver", "isSemver") and args:
+            return done(_e_factor(size(args[0]), _STR_TRAVERSAL))
+        if fn in _UNIT_COST_FUNCTIONS:
+            return done((1, 1))
+        if fn == "_==_" and len(args) == 2:
+            lt, rt = self._type(args[0]), self._type(args[1])
+            if lt == rt and lt in (QUANTITY, SEMVER):
+                return done((1, 1))
+        # checker/cost.go functionCost
+        cls = _overload_class(fn, ov)
+        if fn == "format" and target is not None:
+            return done(_e_factor(size(target), _STR_TRAVERSAL))
+        if cls in ("string_to_bytes", "bytes_to_string") and len(args) == 1:
+            sz = size(args[0])
+            rs = (sz[0], min(sz[1] * 4, _U64)) if cls == "string_to_bytes" else (sz[0] // 4, sz[1])
+            return done(_e_factor(sz, _STR_TRAVERSAL), rs)
+        if fn == "strings.quote" and len(args) == 1:
+            sz = size(args[0])
+            return done(_e_factor(sz, _STR_TRAVERSAL), (sz[0] + 2, min(sz[1] * 2 + 2, _U64)))
+        if fn in ("startsWith", "endsWith") and len(args) == 1:  # cel-go sizes the argument, not the target
+            return done(_e_factor(size(args[0]), _STR_TRAVERSAL))
+        if cls == "in_list" and len(args) == 2:
+            return done(_e_factor(size(args[1]), 1))
+        if cls == "matches" and target is not None and len(args) == 1:
+            str_cost = _e_factor(_e_add(size(target), (1, 1)), _STR_TRAVERSAL)
+            return done(_e_mul(str_cost, _e_factor(size(args[0]), _REGEX_LENGTH)))
+        if fn == "contains" and target is not None and len(args) == 1:
+            return done(_e_mul(_e_factor(size(target), _STR_TRAVERSAL), _e_factor(size(args[0]), _STR_TRAVERSAL)))
+        if cls in ("add_sized", "add_list") and len(args) == 2:
+            rs = _e_add(size(args[0]), size(args[1]))
+            e0, e1 = self.entry(args[0]), self.entry(args[1])
+            ent = e0.union(e1) if e0 is not None else None
+            if ent is not None:
+                self.entries[id(n)] = ent
+            if cls == "add_list":
+                return done((1, 1), rs)
+            return done(_e_factor(rs, _STR_TRAVERSAL), rs)
+        if cls == "cmp_sized" and len(args) == 2:
+            smallest = min(size(args[0])[1], size(args[1])[1])
+            return done(_e_factor((1 if smallest > 0 else 0, smallest), _STR_TRAVERSAL))
+        return done((1, 1))
+
+    def _replace(self, target: Node, args: list[Node]) -> tuple[Est, Est]:
+        """library/cost.go: the worst-case result size of replace()."""
+        sz = self.size_or_unknown(target)
+        old = self.size_or_unknown(args[0])
+        new = self.size_or_unknown(args[1])
+        if old[0] == 0:
+            count_max, retained_max = (sz[1] + 1 if sz[1] < _U64 else sz[1]), sz[1]
+        elif new[1] <= old[0]:
+            count_max, retained_max = 0, sz[1]
+        else:
+            count_max, retained_max = math.ceil(sz[1] / old[0]), 0
+        if old[1] == 0:
+            count_min, retained_min = (sz[0] + 1 if sz[0] < _U64 else sz[0]), sz[0]
+        elif old[1] <= new[0]:
+            count_min, retained_min = 0, sz[0]
+        else:
+            count_min, retained_min = math.ceil(sz[0] / old[1]), 0
+        result = _e_add(_e_mul((count_min, count_max), new), (retained_min, retained_max))
+        return _e_factor(sz, 2 * _STR_TRAVERSAL), result
+
+    def _comp(self, n: Comp) -> Est:
+        kind = n.kind
+        total = self.cost(n.range)
+        # accuInit: a literal (all, exists: bool; exists_one: int) costs 0; map/filter/transformList start from an
+        # empty list literal (10) and transformMap from an empty map literal (30).
+        if kind == "transformMap":
+            total = _e_add(total, (_MAP_CREATE, _MAP_CREATE))
+        elif kind not in ("all", "exists", "exists_one"):
+            total = _e_add(total, (_LIST_CREATE, _LIST_CREATE))
+        ent = self.entry(n.range)
+        container = ent.kind if ent is not None else self._type(n.range).kind
+        path = self._path(n.range)
+        base = path or []
+        if n.var2 is None:  # pushIterSingle
+            if container == "list":
+                self._push(n.var, _LocalVar([*base, "@items"], ent.val if ent else None, None))
+            else:
+                self._push(n.var, _LocalVar([*base, "@keys"], ent.key if ent else None, None))
+        else:  # pushIterKey / pushIterValue
+            key_sub, val_sub = ("@indices", "@items") if container == "list" else ("@keys", "@values")
+            self._push(n.var, _LocalVar([*base, key_sub], ent.key if ent else None, None))
+            self._push(n.var2, _LocalVar([*base, val_sub], ent.val if ent else None, None))
+        step = self.cost(n.step)
+        filt = self.cost(n.filter) if n.filter is not None else None
+        elem_size = self.size_or_unknown(n.step) if kind in ("map", "transformList") else None
+        if kind == "filter":
+            elem_size = self.size_or_unknown(Ident(n.pos, n.var2 or n.var))
+        if n.var2 is not None:
+            self._pop(n.var2)
+        self._pop(n.var)
+        # loopCondition + loopStep, as the macros expand (parser/macro.go, ext/comprehensions.go)
+        if kind == "all":  # @not_strictly_false(acc) ; acc && p
+            loop: Est = (2, 2)
+            body: Est = (1, _e_add((1, 1), step)[1])
+        elif kind == "exists":  # @not_strictly_false(!acc) ; acc || p
+            loop, body = (3, 3), (1, _e_add((1, 1), step)[1])
+        elif kind == "exists_one":  # true ; p ? acc + 1 : acc
+            loop, body = (0, 0), _e_add(step, _e_union((2, 2), (1, 1)))
+        elif kind == "filter":  # true ; p ? acc + [x] : acc
+            loop, body = (0, 0), _e_add(step, _e_union((13, 13), (1, 1)))
+        else:
+            # map / transformList: acc + [f] ; transformMap: cel.@mapInsert(acc, k, f)
+            add = (3, 3) if kind == "transformMap" else (12, 12)
+            body = _e_add(step, add)
+            if filt is not None:  # filter ? <step> : acc
+                body = _e_add(filt, _e_union(body, (1, 1)))
+            loop = (0, 0)
+        result: Est = (2, 2) if kind == "exists_one" else (1, 1)  # acc == 1 | acc
+        total = _e_add(total, result)
+        count = self.size_or_unknown(n.range)
+        total = _e_add(total, _e_mul(count, _e_add(body, loop)))
+        if kind in ("all", "exists", "exists_one"):
+            self.sizes[id(n)] = (1, 1)
+        else:
+            self.sizes[id(n)] = count
+            if kind != "transformMap":
+                item = _e_union((0, 0), elem_size or _UNKNOWN)
+                self.entries[id(n)] = _Entry("list", (1, 1), item)
+        return total
+
+
+# library/cost.go: Kubernetes library functions with a nominal cost of 1.
+_UNIT_COST_FUNCTIONS = frozenset(
+    {"sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo", "add", "sub"}
+    | {"major", "minor", "patch"}
+)
+
+
+def estimate_cost(ast: Node, checker: _Checker) -> Est:
+    """The worst-case (min, max) cost of a type-checked expression, as cel.Env.EstimateCost with DRA's estimator."""
+    return _Coster(checker).cost(ast)
+
+
 # --------------------------------------------------------------------------- public API
 
 
@@ -2805,6 +3693,13 @@ def _format_error(src: str, pos: int, message: str) -> str:
 _REGEX_FUNCS = {"matches": 1, "find": 1, "findAll": 1}
 
 
+def _regex_cached_for_literal(pattern: str) -> None:
+    if pattern not in _RE_CACHE:
+        rx = _RE2(_compile_re2(pattern))
+        if len(_RE_CACHE) < 1024:
+            _RE_CACHE[pattern] = rx
+
+
 def _validate_regex_literals(n: Node, src: str) -> None:
     """cel.ValidateRegexLiterals: constant patterns must compile."""
     stack = [n]
@@ -2815,21 +3710,34 @@ def _validate_regex_literals(n: Node, src: str) -> None:
             args = node.args if node.target is not None else node.args[1:]
             if args and isinstance(args[0], Const) and args[0].kind == "string":
                 try:
-                    re.compile(args[0].value.replace("\\z", "\\Z"))
-                except re.error as e:
+                    _regex_cached_for_literal(args[0].value)
+                except ValueError as e:
                     raise _CheckError(f"invalid matches argument: {e}", args[0].pos) from None
 
 
 class CompiledSelector:
     """A compiled DRA device selector; evaluate with :meth:`matches`."""
 
-    __slots__ = ("_fn", "cost_tracked", "expression", "output_type")
+    __slots__ = ("_fn", "cost_tracked", "expression", "kubernetes_version", "max_cost", "output_type")
 
-    def __init__(self, expression: str, fn: Any, output_type: str, cost_tracked: bool) -> None:
+    def __init__(
+        self,
+        expression: str,
+        fn: Any,
+        output_type: str,
+        cost_tracked: bool,
+        max_cost: int = _U64,
+        kubernetes_version: tuple[int, int] | None = None,
+    ) -> None:
         self.expression = expression
         self._fn = fn
         self.output_type = output_type
         self.cost_tracked = cost_tracked
+        #: the worst-case cost cel-go's estimator gives (CompilationResult.MaxCost); at most COST_LIMIT
+        #: for what compile_selector() returns
+        self.max_cost = max_cost
+        #: the Kubernetes (major, minor) whose library the selector was checked against; None = every feature
+        self.kubernetes_version = kubernetes_version
 
     def __repr__(self) -> str:
         return f"CompiledSelector({self.expression!r})"
@@ -2842,12 +3750,22 @@ class CompiledSelector:
             return self._fn(act)
         except _CelError as e:
             raise SelectorEvalError(str(e)) from None
+        except GpufleetError:
+            raise
         except RecursionError:
             raise SelectorEvalError("evaluation recursion limit exceeded") from None
-        except (ArithmeticError, TypeError, ValueError, KeyError, IndexError) as e:
-            if isinstance(e, GpufleetError):
-                raise
-            raise SelectorEvalError(f"evaluation failed: {e}") from None
+        except MemoryError:
+            raise SelectorEvalError("evaluation failed: out of memory") from None
+        except Exception as e:  # the contract: every evaluation failure is a SelectorEvalError
+            raise SelectorEvalError(f"evaluation failed: {type(e).__name__}: {e}") from None
+
+    def evaluate_with_cost(self, device: Mapping[str, Any] | None = None) -> tuple[Any, int]:
+        """The raw CEL value and the runtime cost of this evaluation (0 unless ``cost_tracked``)."""
+        act = _Act({"device": device_to_cel(device or {})})
+        try:
+            return self._fn(act), act.cost
+        except _CelError as e:
+            raise SelectorEvalError(str(e)) from None
 
     def matches(self, device: Mapping[str, Any]) -> bool:
         """True if ``device`` is selected; raises :class:`SelectorEvalError` on any CEL error.
@@ -2860,8 +3778,39 @@ class CompiledSelector:
         return result
 
 
-def _compile(expression: str, require_bool: bool = True) -> CompiledSelector:
-    """Compile; ``require_bool=False`` keeps non-bool results (used by tests of the function libraries)."""
+def parse_kubernetes_version(version: str | None) -> tuple[int, int] | None:
+    """``"1.34"``, ``"v1.35.2"`` -> (1, 34) / (1, 35); None stays None. Raises SelectorCompileError."""
+    if version is None:
+        return None
+    m = _K8S_VERSION_RE.match(str(version).strip())
+    if not m:
+        raise SelectorCompileError(f"invalid Kubernetes version {version!r}: expected MAJOR.MINOR, e.g. 1.34")
+    parsed = (int(m.group(1)), int(m.group(2)))
+    if parsed < MIN_KUBERNETES_VERSION:
+        raise SelectorCompileError(
+            f"Kubernetes {parsed[0]}.{parsed[1]} is not supported: DRA device selectors (resource.k8s.io/v1) need "
+            f"Kubernetes >= {_fmt_version(MIN_KUBERNETES_VERSION)}"
+        )
+    return parsed
+
+
+_K8S_VERSION_RE = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?\Z")
+
+
+def _compile(
+    expression: str,
+    require_bool: bool = True,
+    version: tuple[int, int] | None = None,
+    enforce_cost_limit: bool = False,
+    track_cost: bool | None = None,
+) -> CompiledSelector:
+    """Compile against the library of Kubernetes ``version`` (None: every feature the engine has).
+
+    ``enforce_cost_limit`` rejects a worst-case estimate above COST_LIMIT, as the API server does for new
+    selectors; without it (tests of the runtime cost limit, like upstream's compile_test.go) only the runtime
+    limit applies. ``require_bool=False`` keeps non-bool results (tests of the function libraries).
+    """
+    require_re2()
     size = len(expression.encode("utf-8"))
     if size > MAX_EXPRESSION_BYTES:
         raise SelectorCompileError(
@@ -2871,6 +3820,7 @@ def _compile(expression: str, require_bool: bool = True) -> CompiledSelector:
     if old_limit < 8000:
         sys.setrecursionlimit(8000)
     try:
+        checker = _Checker(version)
         try:
             ast = parse(expression)
             if _depth(ast) > MAX_RECURSION_DEPTH:
@@ -2878,7 +3828,7 @@ def _compile(expression: str, require_bool: bool = True) -> CompiledSelector:
                     f"Syntax error: expression recursion limit exceeded: limit {MAX_RECURSION_DEPTH}", 0
                 )
             _validate_regex_literals(ast, expression)
-            out = _Checker().check(ast)
+            out = checker.check(ast)
         except CelSyntaxError as e:
             raise SelectorCompileError("compilation failed: " + _format_error(expression, e.pos, e.message)) from None
         except _CheckError as e:
@@ -2889,26 +3839,37 @@ def _compile(expression: str, require_bool: bool = True) -> CompiledSelector:
             ) from None
         if require_bool and out.kind not in ("bool", "dyn"):
             raise SelectorCompileError(f"must evaluate to bool or the unknown type, not {out}")
-        tracked = _contains_comprehension(ast)
-        fn = _Planner(tracked).plan(ast)
+        max_cost = estimate_cost(ast, checker)[1]
+        if enforce_cost_limit and max_cost > COST_LIMIT:
+            # k8s.io/kubernetes pkg/apis/resource/validation/validation.go validateCELSelector
+            raise SelectorCompileError(
+                f"too complex, exceeds cost limit: the estimated worst-case cost {max_cost} is over "
+                f"{COST_LIMIT} (resourceapi.CELSelectorExpressionMaxCost)"
+            )
+        tracked = _needs_cost_tracking(ast, checker) if track_cost is None else track_cost
+        fn = _Planner(tracked, checker).plan(ast)
     finally:
         if old_limit < 8000:
             sys.setrecursionlimit(old_limit)
-    return CompiledSelector(expression, fn, str(out), tracked)
+    return CompiledSelector(expression, fn, str(out), tracked, max_cost, version)
 
 
 @functools.lru_cache(maxsize=4096)
-def _compile_cached(expression: str) -> CompiledSelector:
-    return _compile(expression)
+def _compile_cached(expression: str, version: tuple[int, int] | None) -> CompiledSelector:
+    return _compile(expression, version=version, enforce_cost_limit=True)
 
 
-def compile_selector(expression: str) -> CompiledSelector:
-    """Compile a DRA device selector (Kubernetes 1.34 semantics), cached by expression text.
+def compile_selector(expression: str, kubernetes_version: str | None = None) -> CompiledSelector:
+    """Compile a DRA device selector as the API server of Kubernetes ``kubernetes_version`` does for a new
+    selector (``"1.34"``; None: the newest environment, every feature this engine implements), cached by
+    (expression, version).
 
-    Raises :class:`SelectorCompileError` for syntax errors, unknown functions or
-    variables, type errors, a result type that is not bool/dyn, and expressions
-    longer than 10 KiB.
+    Raises :class:`SelectorCompileError` for syntax errors, unknown functions or variables (including library
+    functions that are newer than ``kubernetes_version``: the message names the function and the version it
+    arrived in), type errors, a result type that is not bool/dyn, RE2-invalid literal patterns, expressions
+    longer than 10 KiB, and expressions whose worst-case cost estimate exceeds the limit of 1,000,000
+    ("too complex, exceeds cost limit").
     """
     if not isinstance(expression, str):
         raise SelectorCompileError(f"selector expression must be a string, not {type(expression).__name__}")
-    return _compile_cached(expression)
+    return _compile_cached(expression, parse_kubernetes_version(kubernetes_version))

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,10 +40,14 @@ def device(driver: str = "", attributes: dict | None = None, capacity: dict | No
     return {"name": "dev-0", "driver": driver, "attributes": attributes or {}, "capacity": capacity or {}, **extra}
 
 
-def run(expression: str, dev: dict) -> object:
-    """('compile', msg) | ('eval', msg) | bool."""
+def run(expression: str, dev: dict, enforce: bool = True) -> object:
+    """('compile', msg) | ('eval', msg) | bool.
+
+    ``enforce=False`` compiles like upstream's CompileCELExpression (the estimated cost is reported, not enforced;
+    compile_test.go runs that way), so runtime behaviour of expressions over the estimate limit can be tested.
+    """
     try:
-        sel = compile_selector(expression)
+        sel = compile_selector(expression) if enforce else dra_cel._compile(expression)
     except SelectorCompileError as e:
         return ("compile", str(e))
     try:
@@ -50,8 +56,8 @@ def run(expression: str, dev: dict) -> object:
         return ("eval", str(e))
 
 
-def check(expression: str, dev: dict, expect: object) -> None:
-    got = run(expression, dev)
+def check(expression: str, dev: dict, expect: object, enforce: bool = True) -> None:
+    got = run(expression, dev, enforce)
     if isinstance(expect, tuple):
         assert isinstance(got, tuple), f"{expression!r}: expected {expect[0]} error, got {got!r}"
         assert got[0] == expect[0], f"{expression!r}: expected {expect[0]} error, got {got!r}"
@@ -340,30 +346,96 @@ DRA_CASES = [
         device(D, {"name": {"versions": ["1.0.0", "2.0.0"]}}),
         False,
     ),
+    # ResourceSliceMaxAttributeValuesPerDevice is 48 in k8s.io/api v0.36.3 (the upstream cases use it and it + 1)
     (
         "includes-function-on-very-long-list-positive",
-        f'device.attributes["{D}"].name.includes("value-64")',
-        device(D, {"name": {"strings": [f"value-{i}" for i in range(64)]}}),
+        f'device.attributes["{D}"].name.includes("value-48")',
+        device(D, {"name": {"strings": [f"value-{i}" for i in range(48)]}}),
         False,
     ),
     (
         "includes-function-on-very-long-list-runtime-error",
-        f'device.attributes["{D}"].name.includes("value-65")',
-        device(D, {"name": {"strings": [f"value-{i}" for i in range(65)]}}),
-        ("eval", "'includes' function cannot be applied to lists longer than 64 values"),
+        f'device.attributes["{D}"].name.includes("value-49")',
+        device(D, {"name": {"strings": [f"value-{i}" for i in range(49)]}}),
+        ("eval", "'includes' function cannot be applied to lists longer than 48 values"),
     ),
 ]
 
 
 @pytest.mark.parametrize(("name", "expression", "dev", "expect"), DRA_CASES, ids=[c[0] for c in DRA_CASES])
 def test_dra_compile_table(name, expression, dev, expect):
-    check(expression, dev, expect)
+    check(expression, dev, expect, enforce=False)  # as compile_test.go: MaxCost is reported, not enforced
+
+
+# compile_test.go (k8s.io/dynamic-resource-allocation v0.36.3) TestCEL expectCost: the worst-case estimate
+# (CompilationResult.MaxCost), for the cases above by name. "macro-*" and "in-operator-on-list" use
+# maxElementsListTypeEnabled = max(DeviceAttributeMaxValueLength 64, ResourceSliceMaxAttributeValuesPerDevice 48).
+_MAX_ATTR = 64
+DRA_COSTS = {
+    "runtime-error-lookup-identifier": 6,
+    "runtime-error-lookup-map": 6,
+    "domain-check-negative": 3,
+    "domain-check-positive": 3,
+    "empty-driver-name": 2,
+    "real-driver-name": 4,
+    "driver-name-qualifier": 4,
+    "driver-name-qualifier-map-lookup": 4,
+    "bind": 15,
+    "qualified-attribute-name": 4,
+    "bool": 4,
+    "int": 5,
+    "string": 5,
+    "macro-exists-on-int": 5 + (3 + 3) * _MAX_ATTR,
+    "macro-exists-on-bool": 5 + (3 + 3) * _MAX_ATTR,
+    "macro-exists-on-string": 5 + (3 + 3) * _MAX_ATTR,
+    "macro-exists-on-version": 5 + (3 + 4) * _MAX_ATTR,
+    "list-result-type-causes-match-error": 4,  # upstream "attribute-access-causes-match-error"
+    "list-of-bool": 6,
+    "list-of-int": 6,
+    "list-of-semver": 6,
+    "macro-on-list-of-int": 5 + (3 + 3) * _MAX_ATTR,
+    "macro-on-list-of-string": 5 + (2 + 2) * _MAX_ATTR,
+    "macro-on-list-of-semver": 5 + (2 + 4) * _MAX_ATTR,
+    "in-operator-on-list": 4 + 64,
+    "includes-function-on-string-scalar-positive": 4 + 48,
+    "includes-function-on-bool-scalar-negative": 4 + 48,
+    "includes-function-on-int-list-positive": 4 + 48,
+    "includes-function-on-semver-scalar-positive": 4 + 48 + 1,
+    "includes-function-on-semver-list-negative": 4 + 48 + 1,
+    "includes-function-on-very-long-list-runtime-error": 4 + 48,
+    "version": 6,
+    "version_v": 7,
+    "quantity": 6,
+    "check-positive": 10,
+    "check-negative": 11,
+    "all": 52,
+    "many": 12,
+    "check_attribute_domains": 164,
+    "check_attribute_ids": 133,
+    "split_attribute": 19,
+    "regexp_attribute": 18,
+    "check_capacity_domains": 164,
+    "check_capacity_ids": 133,
+    "expensive": 85555551,
+    "allow_multiple_allocations": 3,
+    "allow_multiple_allocations_default": 3,
+}
+
+
+@pytest.mark.parametrize(("name", "cost"), DRA_COSTS.items(), ids=list(DRA_COSTS))
+def test_estimated_cost_matches_upstream(name, cost):
+    expression = next(c[1] for c in DRA_CASES if c[0] == name)
+    assert dra_cel._compile(expression).max_cost == cost
 
 
 def test_expensive_expression_stops_at_the_cost_limit():
-    # The evaluator counts cost as it goes and stops at the limit (a counter, not a timeout).
+    # The API server rejects it ("too complex"): its worst-case estimate is 85,555,551.
+    with pytest.raises(SelectorCompileError, match=r"too complex, exceeds cost limit: .* 85555551 is over 1000000"):
+        compile_selector(_EXPENSIVE)
+    # Compiled without the estimate check (as the scheduler compiles stored selectors), the evaluator counts
+    # cost as it goes and stops at the runtime limit (a counter, not a timeout).
     with pytest.raises(SelectorEvalError, match="actual cost limit exceeded"):
-        compile_selector(_EXPENSIVE).matches(device(D))
+        dra_cel._compile(_EXPENSIVE).matches(device(D))
 
 
 # apiserver library quantity_test.go TestQuantity: (expression, expected value or error)
@@ -596,14 +668,14 @@ GPU_CASES = [
     ('string(1.5) == "1.5" && string(100000.0) == "100000" && string(1e21) == "1e+21"', True),
     ('int("42") == 42 && uint(3) == 3u && double("2.5") == 2.5 && bool("true")', True),
     ('"hello".substring(1, 3) == "el" && "a,b,c".split(",", 2) == ["a", "b,c"]', True),
-    ('["a", "b"].join("-") == "a-b" && "x".upperAscii() == "X" && "  y ".trim() == "y"', True),
+    ('"x".upperAscii() == "X" && "  y ".trim() == "y"', True),
     ('"%s=%d".format([dyn("n"), 3]) == "n=3" && strings.quote("a\\"b") == "\\"a\\\\\\"b\\""', True),
     ("sets.intersects([1, 2], [2, 3]) && sets.equivalent([1, 2], [2, 1, 1])", True),
     ("[3, 1, 2].max() == 3 && [1.5, 2.5].sum() == 4.0 && [1, 2, 1].lastIndexOf(1) == 2", True),
     ("[1, 2, 3].filter(x, x > 1).map(x, x * 10) == [20, 30]", True),
     ('{"a": 1, "b": 2}.transformMap(k, v, v * 2)["b"] == 4', True),
     ("[1, 2, 3].exists_one(x, x > 2) && [1, 2, 3].existsOne(i, v, i == v - 1) == false", True),
-    ("type(device.driver) == string && type([]) == list", True),
+    ("type(device.driver) == type(device.driver) && type(1) == int", ("compile", "too complex")),
     ('device.attributes["gpu.nvidia.com"].productName.charAt(100) == ""', ("eval", "index out of range")),
 ]
 
@@ -611,6 +683,21 @@ GPU_CASES = [
 @pytest.mark.parametrize(("expression", "expect"), GPU_CASES, ids=[c[0][:60] for c in GPU_CASES])
 def test_gpu_selectors(expression, expect):
     check(expression, GPU, expect)
+
+
+# Library behaviour of expressions whose worst-case estimate is unbounded, so that the API server (and
+# compile_selector) rejects them as too complex: joining a list literal (its elements have no size bound) and
+# comparing type values (not scalars, no size). Evaluated here without the estimate check.
+UNBOUNDED_ESTIMATE_CASES = [
+    ('["a", "b"].join("-") == "a-b"', True),
+    ("type(device.driver) == string && type([]) == list", True),
+]
+
+
+@pytest.mark.parametrize(("expression", "expect"), UNBOUNDED_ESTIMATE_CASES)
+def test_library_behaviour_of_expressions_the_estimate_rejects(expression, expect):
+    check(expression, GPU, ("compile", "too complex, exceeds cost limit"))
+    check(expression, GPU, expect, enforce=False)
 
 
 def test_unqualified_names_belong_to_driver_domain():
@@ -689,3 +776,251 @@ def test_engine_imports_and_runs_without_third_party_packages():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+# --------------------------------------------------------------------------- RE2 (issue 12 item 5)
+
+
+def test_backtracking_pattern_runs_in_linear_time():
+    # Exponential in a backtracking engine (Python re needs ~2^n steps); RE2 is linear in the input.
+    dev = device(D, {"x": {"string": "a" * 64 + "b"}})
+    sel = compile_selector(f'device.attributes["{D}"].x.matches("(a+)+$")')
+    assert sel.matches(dev) is False
+    big = "a" * 200_000 + "b"
+    assert dra_cel._matches(big, "(a+)+$") is False
+    assert dra_cel._find(big, "(a|aa)+c") == ""
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        ("(?=a)", "invalid perl operator"),  # look-ahead: Python re accepts it, RE2 (and Go) do not
+        ("(a)\\\\1", "invalid escape sequence"),  # back-reference
+        ("a\\\\Z", "invalid escape sequence"),  # \Z is Python-only; RE2 and Go have \z
+        ("a{1001}", "invalid repetition size"),  # RE2's repetition limit is 1000, like Go's
+    ],
+)
+def test_re2_syntax_differences_are_compile_errors_for_literal_patterns(pattern, reason):
+    for fn in (
+        f'"abc".matches("{pattern}")',
+        f'"abc".find("{pattern}") == ""',
+        f'"abc".findAll("{pattern}").size() == 0',
+    ):
+        with pytest.raises(SelectorCompileError, match=f"invalid matches argument: {reason}"):
+            compile_selector(fn)
+
+
+def test_re2_syntax_error_in_a_runtime_pattern_is_an_eval_error():
+    sel = compile_selector(f'"abc".matches(device.attributes["{D}"].re)')
+    assert sel.matches(device(D, {"re": {"string": "^a.c\\z"}})) is True  # \z is RE2/Go syntax
+    with pytest.raises(SelectorEvalError, match="error parsing regexp: invalid perl operator"):
+        sel.matches(device(D, {"re": {"string": "(?<=a)b"}}))
+
+
+def test_find_all_follows_go_find_all_string():
+    # Go's FindAllString skips an empty match that abuts the previous match (Python's finditer does not).
+    assert dra_cel._find_all("baaac", "a*") == ["", "aaa", ""]
+    assert dra_cel._find_all("abc", "") == ["", "", "", ""]
+    assert dra_cel._find_all("a1b22c333", "[0-9]+", 2) == ["1", "22"]
+    assert dra_cel._find_all("héllo wörld", "[^ ]+") == ["héllo", "wörld"]
+    assert dra_cel._find("gpu-07", "[0-9]+") == "07"
+
+
+def test_without_google_re2_compiling_fails_clearly():
+    code = (
+        "import sys\n"
+        "sys.modules['re2'] = None\n"
+        "from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel\n"
+        "assert not dra_cel.HAS_RE2\n"
+        "try:\n"
+        "    dra_cel.compile_selector('true')\n"
+        "except dra_cel.GpufleetError as e:\n"
+        "    print(e)\n"
+    )
+    collections_root = Path(dra_cel.__file__).parents[5]
+    env = {**os.environ, "PYTHONPATH": str(collections_root)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "needs the Python library google-re2" in out.stdout
+
+
+# --------------------------------------------------------------------------- int64 / uint64 edge cases
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        # cel-go common/types/overflow.go (moduloInt64Checked, divideInt64Checked, ...), as in
+        # cel-spec tests/simple/testdata/integer_math.textproto ("int64_overflow_*", "uint64_overflow_*")
+        ("-9223372036854775808 % -1 == 0", "integer overflow"),
+        ("-9223372036854775808 / -1 == 0", "integer overflow"),
+        ("9223372036854775807 + 1 == 0", "integer overflow"),
+        ("-9223372036854775808 - 1 == 0", "integer overflow"),
+        ("-(-9223372036854775808) == 0", "integer overflow"),
+        ("9223372036854775807 * 2 == 0", "integer overflow"),
+        ("-9223372036854775808 * -1 == 0", "integer overflow"),
+        ("18446744073709551615u + 1u == 0u", "unsigned integer overflow"),
+        ("0u - 1u == 0u", "unsigned integer overflow"),
+        ("9223372036854775808u * 2u == 0u", "unsigned integer overflow"),
+        ("int(9223372036854775808u) == 0", "integer overflow"),
+        ("int(9.3e18) == 0", "integer overflow"),
+        ("int(-9223372036854775808.0) == 0", "integer overflow"),  # doubleToInt64Checked: v <= MinInt64
+        ("uint(-1) == 0u", "unsigned integer overflow"),
+        ("uint(-0.5 - 1.0) == 0u", "unsigned integer overflow"),
+        ("1 % 0 == 0", "modulus by zero"),
+        ("1u / 0u == 0u", "division by zero"),
+    ],
+)
+def test_int64_and_uint64_edge_cases_are_eval_errors(expression, message):
+    check(expression, device(), ("eval", message))
+
+
+def test_int64_edges_that_do_not_overflow():
+    assert compile_selector(
+        "-9223372036854775808 % 1 == 0 && -9223372036854775807 / -1 == 9223372036854775807"
+    ).matches(device())
+    assert compile_selector("-7 % 3 == -1 && 7 % -3 == 1 && -7 / 2 == -3").matches(device())  # Go truncation
+
+
+def test_unexpected_python_errors_surface_as_selector_eval_error(monkeypatch):
+    def broken(*_args):
+        raise AttributeError("'NoneType' object has no attribute 'x'")
+
+    monkeypatch.setitem(dra_cel._RUNTIME, "lowerAscii", broken)
+    sel = dra_cel._compile('"A".lowerAscii() == "a"')
+    with pytest.raises(SelectorEvalError, match="evaluation failed: AttributeError"):
+        sel.matches(device())
+
+
+# --------------------------------------------------------------------------- runtime cost (cel-go's model)
+
+
+@pytest.mark.parametrize(("name", "expression", "dev", "expect"), DRA_CASES, ids=[c[0] for c in DRA_CASES])
+def test_actual_cost_never_exceeds_the_estimate(name, expression, dev, expect):
+    """The estimate is a worst case: every evaluation of compile_test.go's cases costs at most MaxCost."""
+    if isinstance(expect, tuple) and expect[0] == "compile":
+        return
+    sel = dra_cel._compile(expression, track_cost=True)
+    if name == "expensive":
+        with pytest.raises(SelectorEvalError, match="actual cost limit exceeded"):
+            sel.evaluate_with_cost(dev)
+        return
+    try:
+        _value, cost = sel.evaluate_with_cost(dev)
+    except SelectorEvalError:
+        return
+    assert cost <= sel.max_cost
+
+
+@pytest.mark.parametrize(
+    ("body", "cost"),
+    [
+        # cel-go interpreter/runtimecost.go and k8s.io/apiserver library/cost.go CallCost figures, for
+        # cel.bind(s, <a 1,000-character attribute>, body): each read of s costs 1.
+        ("s.replace('a', 'b') != ''", 1 + 200 + 0),  # replace: ceil(size * 2 * 0.1); !=: ceil(min(sizes) * 0.1)
+        ("s.split('a').size() > 0", 1 + 200 + 1 + 1),  # split: ceil(size * 2 * 0.1)
+        ("s.lowerAscii() == s", 1 + 100 + 1 + 100),  # lowerAscii: ceil(size * 0.1)
+        ("(s + s).size() > 0", 1 + 1 + 200 + 1 + 1),  # string +: ceil((m + n) * 0.1)
+        ("s.matches('a+b')", 1 + 101 * 1),  # ceil((1 + size) * 0.1) * ceil(len(regex) * 0.25)
+        ("s.contains('aaaaaaaaaaa')", 1 + 100 * 2),  # ceil(size * 0.1) * ceil(len(sub) * 0.1)
+        ("[s, s].join('-').size() > 0", 1 + 1 + 10 + 401 + 1 + 1),  # join: ceil(size(result) * 2 * 0.1)
+        ("[1, 2, 3].exists(x, x == 2)", 1 + (3 + 1 + 1 + 1) * 2 + 3),  # condition 3 runs again, then stops
+        ("[1, 2, 3].all(x, x > 0)", 1 + (2 + 1 + 1 + 1) * 3),  # condition 2, acc 1, x 1, > 1
+        ("[1, 2, 3].map(x, x * 2).size() == 3", 1 + (12 + 1 + 1) * 3 + 1 + 1),  # acc + [f]: 12
+        ("[1, 2, 3].filter(x, x > 1).size() == 2", 1 + (1 + 1) * 3 + 13 * 2 + 1 + 1 + 1),  # kept 13, dropped 1
+        ("has(device.attributes.x) || true", 2),  # a presence test costs 0 in Kubernetes; its operand 2
+        ("2 in [1, 2, 3]", 0),  # membership in a constant list is a set lookup (OptOptimize)
+    ],
+)
+def test_runtime_cost_grows_with_sizes_as_cel_go(body, cost):
+    sel = dra_cel._compile(f'cel.bind(s, device.attributes["{D}"].s, {body})', track_cost=True)
+    value, actual = sel.evaluate_with_cost(device(D, {"s": {"string": "a" * 999 + "b"}}))
+    assert value is True
+    assert actual == 4 + cost  # 4: reading device.attributes[D].s once
+    # (no comparison with max_cost here: the estimate assumes attributes of at most 64 characters)
+
+
+def test_replace_chain_is_rejected_at_compile_time_and_stopped_at_run_time():
+    # Each replace() multiplies the length by 100: 100 -> 10^4 -> 10^6 -> 10^8 -> 10^10 characters.
+    chain = 'cel.bind(s, "' + "a" * 100 + '", s.replace("a", s).replace("a", s).replace("a", s).replace("a", s) == "")'
+    assert len(chain) < 250
+    with pytest.raises(SelectorCompileError, match="too complex, exceeds cost limit"):
+        compile_selector(chain)
+    sel = dra_cel._compile(chain)  # no estimate check: the runtime limit must still hold, without the memory
+    assert sel.cost_tracked
+    start = time.perf_counter()
+    with pytest.raises(SelectorEvalError, match="actual cost limit exceeded"):
+        sel.matches(device())
+    assert time.perf_counter() - start < 5
+
+
+def test_oversized_results_are_refused_before_they_are_built():
+    # 5,000 x 5,000 = 25,000,000 characters: more than one traversal of the budget allows (10,000,000).
+    big = 'cel.bind(s, "' + "a" * 5000 + '", s.replace("a", s).size() > 0)'
+    assert compile_selector(big).max_cost <= COST_LIMIT  # the estimate only charges the input traversal
+    with pytest.raises(SelectorEvalError, match="replace would build a value of 25000000 elements"):
+        compile_selector(big).matches(device())
+    ok = 'cel.bind(s, "' + "a" * 3000 + '", s.replace("a", s).size() == 9000000)'
+    assert compile_selector(ok).matches(device())
+    with pytest.raises(SelectorEvalError, match="format would build"):
+        dra_cel._compile('"%.99999999f".format([1.0]) != ""').matches(device())
+
+
+def test_cheap_selectors_are_not_cost_tracked():
+    assert not compile_selector('device.attributes["gpu.nvidia.com"].productName.matches("H100")').cost_tracked
+    assert not compile_selector("device.attributes['x'].n + 1 > 2").cost_tracked
+    assert compile_selector("device.attributes['x'].s + 'a' == 'ba'").cost_tracked
+    assert compile_selector("device.driver.replace('a', 'b') == ''").cost_tracked
+
+
+# --------------------------------------------------------------------------- library availability by version
+
+
+@pytest.mark.parametrize(
+    ("expression", "version", "message"),
+    [
+        # compile_test.go "includes-function-undeclared-error": NewExpressions without DRAListTypeAttributes
+        # (alpha and off by default in 1.36) -> "undeclared reference to 'includes'"
+        (f'device.attributes["{D}"].name.includes("fish")', "1.34", "undeclared reference to 'includes'"),
+        (f'device.attributes["{D}"].name.includes("fish")', "1.36", "DRAListTypeAttributes feature gate"),
+        # compile_test.go "allow_multiple_allocations_*": NewExpressions without DRAConsumableCapacity
+        # -> "undefined field 'allowMultipleAllocations'"; the gate is on by default from 1.36
+        ("device.allowMultipleAllocations == false", "1.35", "undefined field 'allowMultipleAllocations'"),
+        ("device.allowMultipleAllocations == false", "1.34", "it arrived in Kubernetes 1.36"),
+        # cel-go ext.Lists v3: base.go IntroducedVersion 1.34, so new selectors may use it from 1.35
+        ("[1, 1].distinct().size() == 1", "1.34", "'distinct' (cel-go ext.Lists) is not available in Kubernetes 1.34"),
+        ("[1, 1].distinct().size() == 1", "1.35", "not implemented by this engine"),
+        ('quantity("1").mul(2) == quantity("2")', "1.36", "'mul' is not available in Kubernetes 1.36"),
+    ],
+)
+def test_functions_newer_than_the_cluster_are_compile_errors(expression, version, message):
+    with pytest.raises(SelectorCompileError, match=re.escape(message)):
+        compile_selector(expression, kubernetes_version=version)
+
+
+def test_version_dependent_selectors_compile_where_they_exist():
+    includes = f'device.attributes["{D}"].name.includes("fish")'
+    assert compile_selector(includes).matches(device(D, {"name": {"string": "fish"}}))  # None: every feature
+    multi = "device.allowMultipleAllocations == false"
+    for version in ("1.36", "v1.36.2", "1.37"):
+        assert compile_selector(multi, kubernetes_version=version).matches(device(D))
+    # what every supported version has: semver v1 (1.33), two-variable comprehensions (1.32), ext.Strings v2, sets
+    everywhere = (
+        'semver("v1.2", true).major() == 1 && {"a": 1}.all(k, v, v > 0) && "a-b".split("-").size() == 2 && '
+        "sets.contains([1, 2], [1])"
+    )
+    assert compile_selector(everywhere, kubernetes_version="1.34").matches(device())
+
+
+def test_selectors_are_cached_per_version():
+    a = compile_selector("device.driver == 'x'", kubernetes_version="1.34")
+    assert a is compile_selector("device.driver == 'x'", kubernetes_version="v1.34.1")
+    assert a.kubernetes_version == (1, 34)
+    assert compile_selector("device.driver == 'x'").kubernetes_version is None
+    assert a is not compile_selector("device.driver == 'x'", kubernetes_version="1.36")
+
+
+@pytest.mark.parametrize(("version", "message"), [("1.33", "not supported"), ("latest", "invalid Kubernetes version")])
+def test_bad_kubernetes_versions(version, message):
+    with pytest.raises(SelectorCompileError, match=message):
+        compile_selector("true", kubernetes_version=version)
