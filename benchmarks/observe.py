@@ -76,7 +76,7 @@ def main() -> None:
             }
             times: dict[str, list[float]] = {name: [] for name in variants}
             run(play, env)  # warm-up (discovery caches, page cache)
-            for _ in range(args.runs):
+            for _run in range(args.runs):
                 for name, extra in variants.items():  # interleaved, so drift in the machine's speed hits all alike
                     times[name].append(run([*play, *extra], env))
             med = {name: statistics.median(ts) for name, ts in times.items()}

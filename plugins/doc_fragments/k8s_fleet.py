@@ -14,7 +14,7 @@ options:
         (C(kubeconfig), C(context), C(host), C(api_key), C(validate_certs), ...), as the internal
         C(gpufleet.serving.cluster_connection) role sets them in C(cluster_connection_k8s).
       - Environment variables C(K8S_AUTH_*) apply as they do for kubernetes.core modules.
-      - Credentials in it (an inline kubeconfig, C(api_key)) are never returned or printed: the plugins return only
+      - Credentials in it (an inline kubeconfig, C(api_key)) are never returned or printed - the plugins return only
         what they read and did.
     type: dict
     required: true

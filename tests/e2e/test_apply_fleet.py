@@ -284,8 +284,8 @@ def test_observed_capacity_places_around_faults_and_reports_drift(fleet: Fleet) 
     alpha, beta, gamma = fleet.names
     custom = {h: fleet.custom(h) for h in fleet.names}
     try:
-        declared, drift, _ = probe_status(fleet, "declared")
-        observed, _, _ = probe_status(fleet, "observed")
+        declared, drift, _out = probe_status(fleet, "declared")
+        observed, _drift, _out = probe_status(fleet, "observed")
         assert drift == [] and observed == declared, drift
 
         # 1. cordon a free node of lf-beta
@@ -359,7 +359,7 @@ def test_observed_capacity_places_around_faults_and_reports_drift(fleet: Fleet) 
             ),
         )
 
-        still, _, _ = probe_status(fleet, "declared")
+        still, _drift, _out = probe_status(fleet, "declared")
         assert still == declared  # declared capacity counts every faulty node as free
         observed, drift, out = probe_status(fleet, "observed")
         assert observed == declared - 4, out[-5000:]  # one node lost to each fault

@@ -96,7 +96,7 @@ def test_a_healthy_pool_has_its_declared_nodes_and_no_drift():
 
 
 def test_our_own_claims_do_not_reduce_capacity():
-    nodes, slices, _ = healthy()
+    nodes, slices, _claims = healthy()
     state = observe(nodes, slices, [claim("chat-x", "l4-0", ["gpu-0", "gpu-1"], ours=True)])
     assert observed_pools([state]) == {"c1": {"l4": 3}} and state.foreign_claims == []
 
