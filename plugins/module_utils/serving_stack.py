@@ -661,8 +661,8 @@ def release_action(release: Any, deployed: Any, crds: Any) -> dict[str, Any]:
 def adoptions(release: Any, existing: Any, adopt: bool) -> list[str]:
     """The DeviceClasses a release's chart ships that already exist without belonging to that release (the local
     fleet's, or ones a person created): Helm would fail the install with an ownership conflict. With ``adopt`` the
-    role installs that release with Helm's ``--take-ownership`` (the objects become the release's); without it this
-    raises, naming them. Returns their names (empty: nothing to adopt)."""
+    role hands them over first (Helm's ``meta.helm.sh/release-*`` annotations and ``managed-by: Helm`` label, which
+    Helm 3 and 4 both adopt); without it this raises, naming them. Returns their names (empty: nothing to adopt)."""
     if not isinstance(release, Mapping):
         raise GpufleetError("release: must be one of the plan's releases")
     ships = set(release.get("ships_device_classes") or [])
