@@ -577,6 +577,7 @@ def plan_cluster(
         "device_classes": sorted(device_classes),
         "pools": _pool_expectations(c, klasses),
         "notes": notes,
+        "order": list(COMPONENTS),
     }
     plan["render_objects"] = objects + release_specs(plan)
     return plan
@@ -653,7 +654,9 @@ def release_action(release: Any, deployed: Any, crds: Any) -> dict[str, Any]:
         return {
             "action": "skip",
             "reason": f"{release.get('title', name)} is already installed (CRD {release['detect_crd']} exists, "
-            f"managed by {who}; no release {name} in {release.get('namespace')}): kept as it is, not installed again",
+            f"managed by {who}; no release {name} in {release.get('namespace')}): kept as it is, not installed again "
+            f"(if a failed install of ours left it behind - Helm never deletes a chart's crds/ - delete it or set "
+            f"serving_stack_overrides.{release.get('component')}.detect_crd to null)",
         }
     return {"action": "install", "reason": f"not installed: installing {release.get('chart')} {release.get('version')}"}
 
