@@ -169,13 +169,20 @@ class GatewayOptions(_Strict):
     _class = field_validator("class_name")(classmethod(lambda cls, v: check_dns_subdomain(v)))
 
 
+Provider = Literal["gke", "eks", "existing"]
+
+
+def _gke_only() -> list[Provider]:
+    return ["gke"]
+
+
 class CriticalPodsQuota(_Strict):
     """GKE admits pods of the system-node-critical / system-cluster-critical priority classes outside kube-system
     only in a namespace with a ResourceQuota scoped to those classes: the DRA driver's kubelet plugin is one."""
 
     pods: StrictInt = Field(default=100, ge=1)
     priority_classes: list[str] = Field(default_factory=lambda: ["system-node-critical", "system-cluster-critical"])
-    providers: list[Literal["gke", "eks", "existing"]] = Field(default_factory=lambda: ["gke"])
+    providers: list[Provider] = Field(default_factory=_gke_only)
 
 
 class StackOptions(_Strict):
