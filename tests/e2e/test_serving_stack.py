@@ -191,8 +191,12 @@ def test_check_names_a_pool_without_resource_slices(stack: StackFleet) -> None:
     assert "check ss-onprem: OK" in proc.stdout
     # Put the slices back (as the driver would republish them) for the next test.
     for s in slices:
-        body = {k: s[k] for k in ("apiVersion", "kind", "spec")}
-        body["metadata"] = {"name": s["metadata"]["name"], "labels": s["metadata"].get("labels", {})}
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": s["metadata"]["name"], "labels": s["metadata"].get("labels", {})},
+            "spec": s["spec"],
+        }
         api.create_cluster_custom_object("resource.k8s.io", "v1", "resourceslices", body)
 
 
