@@ -230,6 +230,14 @@ class GkeProvisioning(_Strict):
     disk_type: str = "pd-balanced"
     spot: bool = False
     image_type: str = "COS_CONTAINERD"
+    # A specific Compute Engine reservation to consume (``name`` or ``projects/P/reservations/NAME``); none: any.
+    reservation: str | None = None
+
+    @model_validator(mode="after")
+    def _spot_or_reservation(self) -> GkeProvisioning:
+        if self.spot and self.reservation:
+            raise ValueError("spot and reservation exclude each other: Spot VMs cannot consume a reservation")
+        return self
 
 
 class EksProvisioning(_Strict):
@@ -237,6 +245,14 @@ class EksProvisioning(_Strict):
     ami_type: str = "AL2023_x86_64_NVIDIA"
     disk_size_gb: int = Field(default=200, ge=10)
     capacity_type: Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"] = "ON_DEMAND"
+    # The EC2 Capacity Block (a capacity reservation, ``cr-...``) a CAPACITY_BLOCK nodegroup launches into.
+    capacity_reservation_id: str | None = Field(default=None, pattern=r"^cr-[0-9a-f]{8,17}$")
+
+    @model_validator(mode="after")
+    def _reservation_for_blocks(self) -> EksProvisioning:
+        if self.capacity_reservation_id and self.capacity_type != "CAPACITY_BLOCK":
+            raise ValueError("capacity_reservation_id is only used when capacity_type is CAPACITY_BLOCK")
+        return self
 
 
 class Provisioning(_Strict):
@@ -352,6 +368,9 @@ class EksCluster(_Strict):
     node_role_arn: str | None = None
     subnets: list[str] = Field(default_factory=list)
     security_groups: list[str] = Field(default_factory=list)
+    # Availability zones of the VPC the role creates when ``subnets`` is empty (default: the pools' zones, else the
+    # region's ``a`` and ``b`` zones; EKS needs two).
+    zones: list[str] = Field(default_factory=list)
 
     _version = field_validator("kubernetes_version")(classmethod(lambda cls, v: _check_k8s_version(v)))
 
