@@ -1,9 +1,9 @@
 # Copyright: gpufleet.serving contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""Provisioning filters: gpufleet.serving.eks_subnets, eks_nodegroups, eks_kubeconfig.
+"""Provisioning filters: gpufleet.serving.eks_subnets, eks_nodegroups, eks_kubeconfig, gke_node_pools, gke_kubeconfig.
 
 Documentation is in the ``<filter>.yml`` sidecars beside this file; the logic is ``plugins/module_utils/eks.py``
-(and ``provisioning.py`` for the host variables).
+and ``gke.py`` (and ``provisioning.py`` for the host variables).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import eks
+from ansible_collections.gpufleet.serving.plugins.module_utils import eks, gke
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
 from ansible_collections.gpufleet.serving.plugins.module_utils.provisioning import parse_cluster
@@ -67,8 +67,43 @@ def eks_kubeconfig(cluster: Any, host: Any, region: Any) -> dict[str, Any]:
         raise _fail("eks_kubeconfig", exc) from exc
 
 
+def gke_node_pools(host: Any, hostvars: Any, classes: Any, system: Any = None) -> list[dict[str, Any]]:
+    """``inventory_hostname | gke_node_pools(hostvars[inventory_hostname], gpufleet_inference_classes)``: the system
+    pool first, then one GPU pool per fleet pool, in gke_node_pool's option shape."""
+    try:
+        cluster, parsed = parse_cluster(str(host), hostvars, classes, provider="gke")
+        sysdata = to_plain(system or {}, "system")
+        if not isinstance(sysdata, dict):
+            raise GpufleetError(f"system must be a mapping (got {type(sysdata).__name__})")
+        try:
+            sysp = gke.SystemPool(**sysdata)
+        except TypeError as exc:
+            raise GpufleetError(f"system: {exc}") from None
+        return gke.node_pool_specs(cluster, parsed, sysp)
+    except GpufleetError as exc:
+        raise _fail("gke_node_pools", exc) from exc
+
+
+def gke_kubeconfig(cluster: Any, host: Any) -> dict[str, Any]:
+    """``gke_cluster_result.cluster | gke_kubeconfig(inventory_hostname)``."""
+    try:
+        data = to_plain(cluster, "cluster")
+        if not isinstance(data, dict) or not data.get("endpoint"):
+            raise GpufleetError("the input must be gpufleet.serving.gke_cluster's cluster (endpoint, masterAuth)")
+        ca = (data.get("masterAuth") or {}).get("clusterCaCertificate") or ""
+        return gke.kubeconfig(str(host), data["endpoint"], ca)
+    except GpufleetError as exc:
+        raise _fail("gke_kubeconfig", exc) from exc
+
+
 class FilterModule:
     """gpufleet.serving cluster provisioning filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {"eks_subnets": eks_subnets, "eks_nodegroups": eks_nodegroups, "eks_kubeconfig": eks_kubeconfig}
+        return {
+            "eks_subnets": eks_subnets,
+            "eks_nodegroups": eks_nodegroups,
+            "eks_kubeconfig": eks_kubeconfig,
+            "gke_node_pools": gke_node_pools,
+            "gke_kubeconfig": gke_kubeconfig,
+        }
