@@ -1,6 +1,6 @@
 # Copyright: gpufleet.serving contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""Provisioning filters: gpufleet.serving.eks_subnets, eks_nodegroups, eks_kubeconfig, gke_node_pools, gke_kubeconfig.
+"""Provisioning filters: gpufleet.serving.eks_subnets, eks_nodegroups, eks_kubeconfig, gke_node_pools, gke_kubeconfig, cluster_preflight.
 
 Documentation is in the ``<filter>.yml`` sidecars beside this file; the logic is ``plugins/module_utils/eks.py``
 and ``gke.py`` (and ``provisioning.py`` for the host variables).
@@ -12,7 +12,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import eks, gke
+from ansible_collections.gpufleet.serving.plugins.module_utils import eks, gke, preflight
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
 from ansible_collections.gpufleet.serving.plugins.module_utils.provisioning import parse_cluster
@@ -96,6 +96,39 @@ def gke_kubeconfig(cluster: Any, host: Any) -> dict[str, Any]:
         raise _fail("gke_kubeconfig", exc) from exc
 
 
+def cluster_preflight(
+    host: Any,
+    hostvars: Any,
+    classes: Any,
+    git_version: Any,
+    group_versions: Any,
+    nodes: Any = None,
+    device_classes: Any = None,
+    resource_slices: Any = None,
+) -> dict[str, Any]:
+    """``inventory_hostname | cluster_preflight(hostvars[inventory_hostname], gpufleet_inference_classes, version,
+    api_group_versions, nodes, device_classes, resource_slices)`` -> ``{ok, errors, findings, report}``."""
+    try:
+        cluster, parsed = parse_cluster(str(host), hostvars, classes)
+        observed = preflight.Observed(
+            git_version=str(git_version),
+            group_versions=frozenset(str(g) for g in to_plain(group_versions or [], "group_versions")),
+            nodes=to_plain(nodes or [], "nodes"),
+            device_classes=to_plain(device_classes or [], "device_classes"),
+            resource_slices=to_plain(resource_slices or [], "resource_slices"),
+        )
+        findings = preflight.check_cluster(cluster, parsed, observed)
+    except GpufleetError as exc:
+        raise _fail("cluster_preflight", exc) from exc
+    errors = [f for f in findings if f.severity == "error"]
+    return {
+        "ok": not errors,
+        "errors": preflight.report(errors),
+        "findings": [f.to_dict() for f in findings],
+        "report": preflight.report(findings),
+    }
+
+
 class FilterModule:
     """gpufleet.serving cluster provisioning filters."""
 
@@ -106,4 +139,5 @@ class FilterModule:
             "eks_kubeconfig": eks_kubeconfig,
             "gke_node_pools": gke_node_pools,
             "gke_kubeconfig": gke_kubeconfig,
+            "cluster_preflight": cluster_preflight,
         }

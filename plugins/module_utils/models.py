@@ -389,8 +389,24 @@ class Cluster(_Strict):
     cache_storage_class: str | None = None
     ready: bool = True
     groups: list[str] = Field(default_factory=list)
+    # The Kubernetes version an existing cluster is declared to run (gpufleet_kubernetes_version); GKE and EKS
+    # clusters declare theirs in gpufleet_gke / gpufleet_eks.
+    kubernetes_version: str | None = None
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, v: str | None) -> str | None:
+        return None if v is None else _check_k8s_version(v)
+
+    @property
+    def declared_version(self) -> str | None:
+        if self.gke is not None:
+            return self.gke.kubernetes_version
+        if self.eks is not None:
+            return self.eks.kubernetes_version
+        return self.kubernetes_version
 
     @field_validator("node_pools")
     @classmethod

@@ -218,3 +218,14 @@ class GkeApi:
         return self._op(
             project, location, "DELETE_NODE_POOL", f"{self._key(project, location, cluster)}/nodePools/{pool}"
         )
+
+
+if __name__ == "__main__":  # python tests/e2e/gke_api.py PORT_FILE: serve until killed (the molecule scenario)
+    import sys
+    import time
+    from pathlib import Path
+
+    server = GkeApi()
+    Path(sys.argv[1]).write_text(server.start())
+    while True:
+        time.sleep(3600)
