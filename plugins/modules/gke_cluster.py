@@ -14,7 +14,7 @@ module: gke_cluster
 short_description: Create, update or delete a regional GKE cluster for a GPU fleet (system pool, Filestore CSI)
 version_added: 0.3.0
 description:
-  - Manages one GKE cluster with the official C(google-cloud-container) client (REST transport): regional, created at
+  - Manages one GKE cluster with the official C(google-cloud-container) client (REST transport) - regional, created at
     O(kubernetes_version) (DRA needs 1.34 or newer) with a small system node pool, VPC-native, Workload Identity and
     the Filestore CSI driver enabled.
   - A newer Kubernetes minor than the one running upgrades the control plane; an older one fails (GKE cannot

@@ -21,7 +21,7 @@ description:
     (C(gke-no-default-nvidia-gpu-device-plugin=true), C(nvidia.com/gpu.present=true)) come in O(labels) from the
     C(gpufleet.serving.gke_node_pools) filter.
   - Autoscaling bounds (totals over the pool's zones), labels and zones are updated in place; the initial size is
-    used at creation only. Machine type, accelerators, disk, image, Spot and reservation cannot change in place: a
+    used at creation only. Machine type, accelerators, disk, image, Spot and reservation cannot change in place; a
     difference fails the task naming the fields.
   - Every operation is awaited at most O(wait_timeout) seconds; a Compute Engine stockout
     (C(ZONE_RESOURCE_POOL_EXHAUSTED), C(GCE_STOCKOUT)) or quota error fails at once naming the zone and machine type.
