@@ -27,7 +27,7 @@ def eks_subnets(
 ) -> list[dict[str, str]]:
     """``inventory_hostname | eks_subnets(hostvars[inventory_hostname], gpufleet_inference_classes, vpc_cidr)``."""
     try:
-        cluster, _ = parse_cluster(str(host), hostvars, classes, provider="eks")
+        cluster = parse_cluster(str(host), hostvars, classes, provider="eks")[0]
         return eks.subnet_plan(str(vpc_cidr), eks.default_zones(cluster), int(prefix))
     except GpufleetError as exc:
         raise _fail("eks_subnets", exc) from exc

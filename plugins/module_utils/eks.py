@@ -86,7 +86,8 @@ class SystemPool:
 
 def default_zones(cluster: Cluster) -> list[str]:
     """The VPC's zones: ``gpufleet_eks.zones``, else every zone the pools name, else the region's ``a`` and ``b``."""
-    assert cluster.eks is not None
+    if cluster.eks is None:
+        raise GpufleetError(f"cluster {cluster.name}: gpufleet_eks is required")
     if cluster.eks.zones:
         return list(cluster.eks.zones)
     zones = sorted({z for p in cluster.node_pools for z in p.zones})

@@ -66,7 +66,8 @@ def node_pool_specs(
     """The system pool then one GPU pool per fleet pool, in the option shape of ``gpufleet.serving.gke_node_pool``.
 
     Raises FleetValidationError naming the inventory field of every problem."""
-    assert cluster.gke is not None
+    if cluster.gke is None:
+        raise GpufleetError(f"cluster {cluster.name}: gpufleet_gke is required")
     host = f"hostvars[{cluster.name!r}]"
     zones = list(cluster.gke.zones)
     errors: list[tuple[str, str]] = []

@@ -38,9 +38,9 @@ def cluster(pools, **eks_vars):
     return parse_cluster("c1", hostvars, CLASSES, provider="eks")
 
 
-def specs(pools, subnets=SUBNETS):
+def specs(pools, subnets=None):
     c, classes = cluster(pools)
-    return {s.name: s for s in eks.nodegroup_specs(c, classes, subnets)}
+    return {s.name: s for s in eks.nodegroup_specs(c, classes, subnets or SUBNETS)}
 
 
 def test_system_then_gpu_pools_from_the_classes():
@@ -191,7 +191,7 @@ def test_immutable_fields_and_version_are_reported():
     spec = specs(A10G)["a10g"]
     rec = recorded_from(spec, instanceTypes=["g5.xlarge"], diskSize=100, version="1.35")
     plan = eks.plan_update(spec, rec, "1.36")
-    assert [k for k, _, _ in plan.immutable] == ["instance_types", "disk_size"]
+    assert [item[0] for item in plan.immutable] == ["instance_types", "disk_size"]
     assert plan.version == "1.36"
     # a patch release (1.36.2 recorded as eks.3) is not an upgrade
     assert eks.plan_update(spec, recorded_from(spec, version="1.36"), "1.36.2").version is None
@@ -274,9 +274,9 @@ def test_subnet_plan_and_zones():
     ]
     with pytest.raises(GpufleetError, match="fewer than 3"):
         eks.subnet_plan("10.0.0.0/23", ["a", "b", "c"], prefix=24)
-    c, _ = cluster([{"name": "a10g", "class": "a10g", "node_count": 1, "zones": ["us-east-1c"]}])
+    c = cluster([{"name": "a10g", "class": "a10g", "node_count": 1, "zones": ["us-east-1c"]}])[0]
     assert eks.default_zones(c) == ["us-east-1a", "us-east-1c"]
-    c, _ = cluster([], zones=["us-east-1d", "us-east-1f"])
+    c = cluster([], zones=["us-east-1d", "us-east-1f"])[0]
     assert eks.default_zones(c) == ["us-east-1d", "us-east-1f"]
 
 

@@ -57,8 +57,8 @@ GOOD = preflight.Observed(
 )
 
 
-def run(observed, host=HOST):
-    cluster, classes = parse_cluster("c1", host, CLASSES)
+def run(observed, host=None):
+    cluster, classes = parse_cluster("c1", host or HOST, CLASSES)
     return preflight.check_cluster(cluster, classes, observed)
 
 
