@@ -130,3 +130,13 @@ def test_a_server_older_than_declared_is_named(pf):
         path.write_text(before)
     # and the fleet is correct again after every fault was undone
     preflight(pf, ok=True)
+
+
+def test_an_unreachable_api_is_named(pf):
+    pf.localfleet("stop", "pf-b")
+    try:
+        out = preflight(pf, ok=False)
+        assert "cluster pf-b: the Kubernetes API could not be read" in out, out[-3000:]
+        assert re.search(r"^pf-a\s*:.*failed=0", out, re.M), out[-2000:]  # the other cluster is still checked
+    finally:
+        pf.localfleet("start", "pf-b")
