@@ -743,3 +743,34 @@ def _wait_addon(eks: Any, cluster_name: str, name: str, waiter: Waiter, gone: bo
                 f"add-on {name} of cluster {cluster_name} is still {status} after {waiter.timeout:.0f}s"
             )
         waiter.sleep(waiter.interval)
+
+
+def list_nodegroups(eks: Any, cluster_name: str) -> list[dict[str, Any]]:
+    """Every nodegroup of the cluster as ``DescribeNodegroup`` records it (``[]`` when the cluster does not exist)."""
+    names: list[str] = []
+    token: str | None = None
+    try:
+        eks.describe_cluster(name=cluster_name)  # a missing cluster: ResourceNotFoundException (moto: 500 on the list)
+        while True:
+            page = eks.list_nodegroups(clusterName=cluster_name, **({"nextToken": token} if token else {}))
+            names.extend(page.get("nodegroups") or [])
+            token = page.get("nextToken")
+            if not token:
+                break
+    except Exception as exc:
+        if _not_found(exc):
+            return []
+        raise
+    out = [describe_nodegroup(eks, cluster_name, n) for n in names]
+    return [ng for ng in out if ng is not None]
+
+
+def stale_nodegroups(recorded: list[Mapping[str, Any]], wanted: list[str], cluster: str) -> list[str]:
+    """Nodegroups this collection created for ``cluster`` (tag ``gpufleet.io/cluster``) that no pool wants any more,
+    GPU pools first and the system nodegroup last (the order a teardown deletes them in)."""
+    ours = [
+        ng["nodegroupName"]
+        for ng in recorded
+        if (ng.get("tags") or {}).get("gpufleet.io/cluster") == cluster and ng["nodegroupName"] not in wanted
+    ]
+    return sorted(ours, key=lambda n: (n == SYSTEM_NODEGROUP, n))

@@ -221,6 +221,16 @@ def test_change_is_applied_in_place(moto, work):
     assert changed(run(moto, work, "provision.yml")) == 0
 
 
+def test_a_pool_that_left_the_inventory_loses_its_nodegroup(moto, work):
+    path = work / "inventory" / "host_vars" / f"{CLUSTER}.yml"
+    data = yaml.safe_load(path.read_text())
+    data["gpufleet_node_pools"] = [p for p in data["gpufleet_node_pools"] if p["name"] != "l4-spot"]
+    path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
+    assert changed(run(moto, work, "provision.yml")) == 1
+    assert sorted(nodegroups(moto)) == ["a10g", "p5", "system"]
+    assert changed(run(moto, work, "provision.yml")) == 0
+
+
 def test_teardown_deletes_in_safe_order(moto, work):
     run(moto, work, "teardown.yml", "-e", "teardown_confirm=true", "-e", "teardown_clusters=true")
     eks = client(moto, "eks")

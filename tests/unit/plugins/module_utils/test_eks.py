@@ -293,3 +293,15 @@ def test_kubeconfig_uses_aws_eks_get_token():
         "--output",
         "json",
     ]
+
+
+def test_stale_nodegroups_are_ours_only_gpu_first_system_last():
+    recorded = [
+        {"nodegroupName": "system", "tags": {"gpufleet.io/cluster": "c1"}},
+        {"nodegroupName": "old", "tags": {"gpufleet.io/cluster": "c1"}},
+        {"nodegroupName": "a10g", "tags": {"gpufleet.io/cluster": "c1"}},
+        {"nodegroupName": "theirs", "tags": {}},
+        {"nodegroupName": "other-cluster", "tags": {"gpufleet.io/cluster": "c2"}},
+    ]
+    assert eks.stale_nodegroups(recorded, ["system", "a10g"], "c1") == ["old"]
+    assert eks.stale_nodegroups(recorded, [], "c1") == ["a10g", "old", "system"]
