@@ -33,8 +33,11 @@ tar -C "$top" -cf - \
   | tar -C "$work" -xf -
 # Collections this one builds on (galaxy.yml dependencies whose module_utils and doc fragments it imports) sit beside
 # it, as ansible-test expects; they come from the ansible package in the venv.
-deps=$("$py" -c 'import ansible_collections.kubernetes.core as m, os; print(list(m.__path__)[0])')
-mkdir -p "$work/../../kubernetes" && rm -rf "$work/../../kubernetes/core" && cp -r "$deps" "$work/../../kubernetes/core"
+for dep in kubernetes.core amazon.aws; do
+  ns=${dep%%.*} name=${dep#*.}
+  src=$("$py" -c "import ansible_collections.$dep as m; print(list(m.__path__)[0])")
+  mkdir -p "$work/../../$ns" && rm -rf "$work/../../$ns/$name" && cp -r "$src" "$work/../../$ns/$name"
+done
 cd "$work"
 pyver=$("$py" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 PATH="$top/.venv/bin:$PATH" ansible-test sanity --venv --python "$pyver" --color no "$@"

@@ -150,6 +150,7 @@ def role_contract() -> dict[str, Any]:
 
     return {
         "managed_selector": selector(MANAGED),
+        "managed_labels": dict(MANAGED),
         "serving_owner_selector": selector(SERVING_OWNER),
         "cache_owner_selector": selector(CACHE_OWNER),
         "cache_owner_labels": dict(CACHE_OWNER),

@@ -43,6 +43,7 @@ CLUSTER_VARS = {
     "taints": "gpufleet_taints",
     "cache_storage_class": "gpufleet_cache_storage_class",
     "ready": "gpufleet_ready",
+    "kubernetes_version": "gpufleet_kubernetes_version",
 }
 
 PatternResolver = Callable[[str], list[str]]

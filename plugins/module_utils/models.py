@@ -286,6 +286,14 @@ class GkeProvisioning(_Strict):
     disk_type: str = "pd-balanced"
     spot: StrictBool = False
     image_type: str = "COS_CONTAINERD"
+    # A specific Compute Engine reservation to consume (``name`` or ``projects/P/reservations/NAME``); none: any.
+    reservation: str | None = None
+
+    @model_validator(mode="after")
+    def _spot_or_reservation(self) -> GkeProvisioning:
+        if self.spot and self.reservation:
+            raise ValueError("spot and reservation exclude each other: Spot VMs cannot consume a reservation")
+        return self
 
 
 class EksProvisioning(_Strict):
@@ -293,6 +301,14 @@ class EksProvisioning(_Strict):
     ami_type: str = "AL2023_x86_64_NVIDIA"
     disk_size_gb: StrictInt = Field(default=200, ge=10)
     capacity_type: Literal["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"] = "ON_DEMAND"
+    # The EC2 Capacity Block (a capacity reservation, ``cr-...``) a CAPACITY_BLOCK nodegroup launches into.
+    capacity_reservation_id: str | None = Field(default=None, pattern=r"^cr-[0-9a-f]{8,17}$")
+
+    @model_validator(mode="after")
+    def _reservation_for_blocks(self) -> EksProvisioning:
+        if self.capacity_reservation_id and self.capacity_type != "CAPACITY_BLOCK":
+            raise ValueError("capacity_reservation_id is only used when capacity_type is CAPACITY_BLOCK")
+        return self
 
 
 class Provisioning(_Strict):
@@ -418,6 +434,9 @@ class EksCluster(_Strict):
     node_role_arn: str | None = None
     subnets: list[str] = Field(default_factory=list)
     security_groups: list[str] = Field(default_factory=list)
+    # Availability zones of the VPC the role creates when ``subnets`` is empty (default: the pools' zones, else the
+    # region's ``a`` and ``b`` zones; EKS needs two).
+    zones: list[str] = Field(default_factory=list)
 
     _version = field_validator("kubernetes_version")(classmethod(lambda cls, v: _check_k8s_version(v)))
 
@@ -436,8 +455,24 @@ class Cluster(_Strict):
     cache_storage_class: str | None = None
     ready: StrictBool = True
     groups: list[str] = Field(default_factory=list)
+    # The Kubernetes version an existing cluster is declared to run (gpufleet_kubernetes_version); GKE and EKS
+    # clusters declare theirs in gpufleet_gke / gpufleet_eks.
+    kubernetes_version: str | None = None
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, v: str | None) -> str | None:
+        return None if v is None else _check_k8s_version(v)
+
+    @property
+    def declared_version(self) -> str | None:
+        if self.gke is not None:
+            return self.gke.kubernetes_version
+        if self.eks is not None:
+            return self.eks.kubernetes_version
+        return self.kubernetes_version
 
     @field_validator("node_pools")
     @classmethod

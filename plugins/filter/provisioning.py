@@ -1,0 +1,143 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Provisioning filters: gpufleet.serving.eks_subnets, eks_nodegroups, eks_kubeconfig, gke_node_pools, gke_kubeconfig, cluster_preflight.
+
+Documentation is in the ``<filter>.yml`` sidecars beside this file; the logic is ``plugins/module_utils/eks.py``
+and ``gke.py`` (and ``provisioning.py`` for the host variables).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.serving.plugins.module_utils import eks, gke, preflight
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
+from ansible_collections.gpufleet.serving.plugins.module_utils.provisioning import parse_cluster
+
+
+def _fail(name: str, exc: GpufleetError) -> AnsibleFilterError:
+    return AnsibleFilterError(f"{name}: {exc}")
+
+
+def eks_subnets(
+    host: Any, hostvars: Any, classes: Any, vpc_cidr: Any = "10.42.0.0/16", prefix: Any = 20
+) -> list[dict[str, str]]:
+    """``inventory_hostname | eks_subnets(hostvars[inventory_hostname], gpufleet_inference_classes, vpc_cidr)``."""
+    try:
+        cluster = parse_cluster(str(host), hostvars, classes, provider="eks")[0]
+        return eks.subnet_plan(str(vpc_cidr), eks.default_zones(cluster), int(prefix))
+    except GpufleetError as exc:
+        raise _fail("eks_subnets", exc) from exc
+
+
+def eks_nodegroups(
+    host: Any, hostvars: Any, classes: Any, subnets_by_zone: Any = None, system: Any = None
+) -> list[dict[str, Any]]:
+    """``inventory_hostname | eks_nodegroups(hostvars[inventory_hostname], gpufleet_inference_classes, {zone: subnet})``."""
+    try:
+        cluster, parsed = parse_cluster(str(host), hostvars, classes, provider="eks")
+        sysdata = to_plain(system or {}, "system")
+        if not isinstance(sysdata, dict):
+            raise GpufleetError(f"system must be a mapping (got {type(sysdata).__name__})")
+        try:
+            sysp = eks.SystemPool(**sysdata)
+        except TypeError as exc:
+            raise GpufleetError(f"system: {exc}") from None
+        zones = to_plain(subnets_by_zone or {}, "subnets_by_zone")
+        return [s.to_dict() for s in eks.nodegroup_specs(cluster, parsed, zones, sysp)]
+    except GpufleetError as exc:
+        raise _fail("eks_nodegroups", exc) from exc
+
+
+def eks_kubeconfig(cluster: Any, host: Any, region: Any) -> dict[str, Any]:
+    """``eks_cluster_result | eks_kubeconfig(inventory_hostname, region)``: community.aws.eks_cluster's return value
+    (``endpoint``, ``certificate_authority.data``, ``name``) as a kubeconfig."""
+    try:
+        data = to_plain(cluster, "cluster")
+        if not isinstance(data, dict) or not data.get("endpoint") or not data.get("name"):
+            raise GpufleetError(
+                "the input must be community.aws.eks_cluster's result (name, endpoint, certificate_authority)"
+            )
+        ca = (data.get("certificate_authority") or {}).get("data") or ""
+        return eks.kubeconfig(data["name"], data["endpoint"], ca, str(region), context=str(host))
+    except GpufleetError as exc:
+        raise _fail("eks_kubeconfig", exc) from exc
+
+
+def gke_node_pools(host: Any, hostvars: Any, classes: Any, system: Any = None) -> list[dict[str, Any]]:
+    """``inventory_hostname | gke_node_pools(hostvars[inventory_hostname], gpufleet_inference_classes)``: the system
+    pool first, then one GPU pool per fleet pool, in gke_node_pool's option shape."""
+    try:
+        cluster, parsed = parse_cluster(str(host), hostvars, classes, provider="gke")
+        sysdata = to_plain(system or {}, "system")
+        if not isinstance(sysdata, dict):
+            raise GpufleetError(f"system must be a mapping (got {type(sysdata).__name__})")
+        try:
+            sysp = gke.SystemPool(**sysdata)
+        except TypeError as exc:
+            raise GpufleetError(f"system: {exc}") from None
+        return gke.node_pool_specs(cluster, parsed, sysp)
+    except GpufleetError as exc:
+        raise _fail("gke_node_pools", exc) from exc
+
+
+def gke_kubeconfig(cluster: Any, host: Any) -> dict[str, Any]:
+    """``gke_cluster_result.cluster | gke_kubeconfig(inventory_hostname)``."""
+    try:
+        data = to_plain(cluster, "cluster")
+        if not isinstance(data, dict) or not data.get("endpoint"):
+            raise GpufleetError("the input must be gpufleet.serving.gke_cluster's cluster (endpoint, masterAuth)")
+        ca = (data.get("masterAuth") or {}).get("clusterCaCertificate") or ""
+        return gke.kubeconfig(str(host), data["endpoint"], ca)
+    except GpufleetError as exc:
+        raise _fail("gke_kubeconfig", exc) from exc
+
+
+def cluster_preflight(
+    host: Any,
+    hostvars: Any,
+    classes: Any,
+    git_version: Any,
+    group_versions: Any,
+    nodes: Any = None,
+    device_classes: Any = None,
+    resource_slices: Any = None,
+) -> dict[str, Any]:
+    """``inventory_hostname | cluster_preflight(hostvars[inventory_hostname], gpufleet_inference_classes, version,
+    api_group_versions, nodes, device_classes, resource_slices)`` -> ``{ok, errors, findings, report}``."""
+    try:
+        cluster, parsed = parse_cluster(str(host), hostvars, classes)
+        observed = preflight.Observed(
+            git_version=str(git_version),
+            group_versions=frozenset(str(g) for g in to_plain(group_versions or [], "group_versions")),
+            nodes=to_plain(nodes or [], "nodes"),
+            device_classes=to_plain(device_classes or [], "device_classes"),
+            resource_slices=to_plain(resource_slices or [], "resource_slices"),
+        )
+        findings = preflight.check_cluster(cluster, parsed, observed)
+    except GpufleetError as exc:
+        raise _fail("cluster_preflight", exc) from exc
+    errors = [f for f in findings if f.severity == "error"]
+    return {
+        "ok": not errors,
+        "errors": preflight.report(errors),
+        "findings": [f.to_dict() for f in findings],
+        "report": preflight.report(findings),
+    }
+
+
+class FilterModule:
+    """gpufleet.serving cluster provisioning filters."""
+
+    def filters(self) -> dict[str, Any]:
+        return {
+            "eks_subnets": eks_subnets,
+            "eks_nodegroups": eks_nodegroups,
+            "eks_kubeconfig": eks_kubeconfig,
+            "gke_node_pools": gke_node_pools,
+            "gke_kubeconfig": gke_kubeconfig,
+            "cluster_preflight": cluster_preflight,
+        }

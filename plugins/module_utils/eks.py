@@ -1,0 +1,776 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""EKS provisioning: the VPC subnets and managed nodegroups a fleet cluster needs, how a recorded nodegroup differs
+from the desired one, capacity failures, and the kubeconfig of a cluster.
+
+Pure functions over the fleet models (unit-tested), plus :func:`ensure_nodegroup`, which drives a boto3 EKS client
+(passed in, so this file imports no AWS library) with bounded waits. community.aws's ``eks_nodegroup`` cannot be
+used: its ``ami_type`` choices stop at the AL2 and Bottlerocket types and omit ``AL2023_x86_64_NVIDIA``
+(community.aws issue #2314), the only EKS-optimised NVIDIA AMI for Kubernetes >= 1.33.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import Cluster, InferenceClass
+
+GPU_TAINT: dict[str, str] = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+SYSTEM_NODEGROUP = "system"
+SYSTEM_LABEL = "gpufleet.io/system"
+EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
+EFFECTS_BACK = {v: k for k, v in EFFECTS.items()}
+# Fields a managed nodegroup cannot change in place (UpdateNodegroupConfig takes scaling, labels and taints only).
+IMMUTABLE = ("instance_types", "ami_type", "disk_size", "capacity_type", "subnets", "launch_template")
+CAPACITY_CODES = (
+    "InsufficientInstanceCapacity",
+    "InstanceLimitExceeded",
+    "Unsupported",
+    "MaxSpotInstanceCountExceeded",
+)
+ZONE_RE = re.compile(r"\b([a-z]{2}(?:-gov)?-[a-z]+-\d[a-z])\b")
+
+
+@dataclass(frozen=True)
+class NodegroupSpec:
+    """One managed nodegroup as the collection wants it (snake_case; ``taints`` in Kubernetes spelling)."""
+
+    name: str
+    pool: str | None
+    instance_types: list[str]
+    ami_type: str
+    disk_size: int
+    capacity_type: str
+    min_size: int
+    max_size: int
+    desired_size: int
+    labels: dict[str, str]
+    taints: list[dict[str, str]]
+    subnets: list[str]
+    capacity_reservation_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "pool": self.pool,
+            "instance_types": list(self.instance_types),
+            "ami_type": self.ami_type,
+            "disk_size": self.disk_size,
+            "capacity_type": self.capacity_type,
+            "capacity_reservation_id": self.capacity_reservation_id,
+            "scaling": {"min_size": self.min_size, "max_size": self.max_size, "desired_size": self.desired_size},
+            "labels": dict(self.labels),
+            "taints": [dict(t) for t in self.taints],
+            "subnets": list(self.subnets),
+        }
+
+
+@dataclass(frozen=True)
+class SystemPool:
+    """The small untainted nodegroup for cluster add-ons, controllers and hydration Jobs."""
+
+    instance_type: str = "m6i.large"
+    ami_type: str = "AL2023_x86_64_STANDARD"
+    disk_size: int = 50
+    min_size: int = 1
+    max_size: int = 3
+    desired_size: int = 2
+
+
+def default_zones(cluster: Cluster) -> list[str]:
+    """The VPC's zones: ``gpufleet_eks.zones``, else every zone the pools name, else the region's ``a`` and ``b``."""
+    if cluster.eks is None:
+        raise GpufleetError(f"cluster {cluster.name}: gpufleet_eks is required")
+    if cluster.eks.zones:
+        return list(cluster.eks.zones)
+    zones = sorted({z for p in cluster.node_pools for z in p.zones})
+    if len(zones) >= 2:
+        return zones
+    region = cluster.eks.region
+    for zone in (f"{region}a", f"{region}b"):
+        if len(zones) < 2 and zone not in zones:
+            zones.append(zone)
+    return sorted(zones)
+
+
+def subnet_plan(vpc_cidr: str, zones: list[str], prefix: int = 20) -> list[dict[str, str]]:
+    """One public subnet per zone, carved in order out of the VPC block: ``[{zone, cidr}]``."""
+    try:
+        network = ipaddress.ip_network(vpc_cidr)
+    except ValueError as exc:
+        raise GpufleetError(f"eks_cluster_vpc_cidr: {exc}") from None
+    if prefix <= network.prefixlen:
+        raise GpufleetError(f"eks_cluster_vpc_cidr: {vpc_cidr} is too small for /{prefix} subnets")
+    blocks = network.subnets(new_prefix=prefix)
+    out = []
+    for zone in zones:
+        try:
+            out.append({"zone": zone, "cidr": str(next(blocks))})
+        except StopIteration:
+            raise GpufleetError(
+                f"eks_cluster_vpc_cidr: {vpc_cidr} holds fewer than {len(zones)} /{prefix} subnets"
+            ) from None
+    return out
+
+
+def nodegroup_specs(
+    cluster: Cluster,
+    classes: Mapping[str, InferenceClass],
+    subnets_by_zone: Mapping[str, str],
+    system: SystemPool | None = None,
+) -> list[NodegroupSpec]:
+    """The system nodegroup then one nodegroup per pool, from the pools and their classes' ``provisioning.eks``.
+
+    Raises FleetValidationError naming the inventory variable of every problem."""
+    if not subnets_by_zone:
+        raise GpufleetError(f"cluster {cluster.name}: no subnets to place nodegroups in")
+    host = f"hostvars[{cluster.name!r}]"
+    errors: list[tuple[str, str]] = []
+    all_subnets = [subnets_by_zone[z] for z in sorted(subnets_by_zone)]
+    sysp = system or SystemPool()
+    out = [
+        NodegroupSpec(
+            name=SYSTEM_NODEGROUP,
+            pool=None,
+            instance_types=[sysp.instance_type],
+            ami_type=sysp.ami_type,
+            disk_size=sysp.disk_size,
+            capacity_type="ON_DEMAND",
+            min_size=sysp.min_size,
+            max_size=sysp.max_size,
+            desired_size=sysp.desired_size,
+            labels={SYSTEM_LABEL: "true"},
+            taints=[],
+            subnets=all_subnets,
+        )
+    ]
+    for i, pool in enumerate(cluster.node_pools):
+        path = f"{host}.gpufleet_node_pools[{i}]"
+        if pool.name == SYSTEM_NODEGROUP:
+            errors.append((f"{path}.name", f"{SYSTEM_NODEGROUP!r} is the name of the cluster's own system nodegroup"))
+            continue
+        cls = classes.get(pool.class_)
+        if cls is None:
+            errors.append((f"{path}.class", f"unknown inference class {pool.class_!r}"))
+            continue
+        prov = cls.provisioning.eks
+        cpath = f"gpufleet_inference_classes[{pool.class_!r}].provisioning.eks"
+        if prov is None:
+            errors.append((f"{path}.class", f"class {pool.class_!r} has no provisioning.eks"))
+            continue
+        subnets = []
+        for zi, zone in enumerate(pool.zones):
+            if zone not in subnets_by_zone:
+                errors.append(
+                    (
+                        f"{path}.zones[{zi}]",
+                        f"no subnet in zone {zone!r} (subnets: {', '.join(sorted(subnets_by_zone))})",
+                    )
+                )
+            else:
+                subnets.append(subnets_by_zone[zone])
+        if prov.capacity_type == "CAPACITY_BLOCK":
+            if not prov.capacity_reservation_id:
+                errors.append(
+                    (f"{cpath}.capacity_reservation_id", "is required when capacity_type is CAPACITY_BLOCK (cr-...)")
+                )
+            if len(pool.zones) != 1:
+                errors.append(
+                    (f"{path}.zones", "a Capacity Block lives in one availability zone: name exactly that zone")
+                )
+        lo = pool.min_node_count if pool.min_node_count is not None else pool.node_count
+        hi = pool.max_node_count if pool.max_node_count is not None else max(pool.node_count, lo)
+        if hi < 1:
+            errors.append((f"{path}.max_node_count", "must be >= 1: an EKS nodegroup's maxSize is at least 1"))
+            continue
+        labels = {**cls.labels, NODE_POOL_LABEL: pool.name}
+        if "NVIDIA" in prov.ami_type:
+            labels[GPU_PRESENT_LABEL] = "true"
+        out.append(
+            NodegroupSpec(
+                name=pool.name,
+                pool=pool.name,
+                instance_types=[prov.instance_type],
+                ami_type=prov.ami_type,
+                disk_size=prov.disk_size_gb,
+                capacity_type=prov.capacity_type,
+                capacity_reservation_id=prov.capacity_reservation_id,
+                min_size=lo,
+                max_size=hi,
+                desired_size=pool.node_count,
+                labels=labels,
+                taints=[dict(GPU_TAINT)],
+                subnets=subnets or all_subnets,
+            )
+        )
+    if errors:
+        raise FleetValidationError(errors)
+    return out
+
+
+def spec_from_dict(data: Mapping[str, Any]) -> NodegroupSpec:
+    """The module's options back into a spec (the module's argument spec already checked the types)."""
+    scaling = data.get("scaling") or {}
+    taints = []
+    for t in data.get("taints") or []:
+        effect = t.get("effect", "NoSchedule")
+        if effect not in EFFECTS:
+            raise GpufleetError(f"taints: effect {effect!r} must be one of {', '.join(EFFECTS)}")
+        taints.append({"key": t["key"], "value": t.get("value") or "", "effect": effect})
+    lo, hi = int(scaling.get("min_size", 0)), int(scaling.get("max_size", 1))
+    desired = int(scaling.get("desired_size", lo))
+    if not 0 <= lo <= desired <= hi or hi < 1:
+        raise GpufleetError(
+            f"scaling: need 0 <= min_size ({lo}) <= desired_size ({desired}) <= max_size ({hi}), max >= 1"
+        )
+    if data.get("capacity_type") == "CAPACITY_BLOCK" and not data.get("capacity_reservation_id"):
+        raise GpufleetError("capacity_reservation_id is required when capacity_type is CAPACITY_BLOCK")
+    return NodegroupSpec(
+        name=data["name"],
+        pool=data.get("pool"),
+        instance_types=list(data["instance_types"]),
+        ami_type=data["ami_type"],
+        disk_size=int(data["disk_size"]),
+        capacity_type=data.get("capacity_type") or "ON_DEMAND",
+        capacity_reservation_id=data.get("capacity_reservation_id"),
+        min_size=lo,
+        max_size=hi,
+        desired_size=desired,
+        labels={str(k): str(v) for k, v in (data.get("labels") or {}).items()},
+        taints=taints,
+        subnets=list(data["subnets"]),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Requests
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def launch_template_name(cluster_name: str, spec: NodegroupSpec) -> str:
+    return f"gpufleet-{cluster_name}-{spec.name}"
+
+
+def launch_template_data(spec: NodegroupSpec) -> dict[str, Any]:
+    """EC2 launch template data for a Capacity Block nodegroup (EKS takes the disk from the template then)."""
+    return {
+        "BlockDeviceMappings": [
+            {"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": spec.disk_size, "VolumeType": "gp3"}},
+        ],
+        "InstanceMarketOptions": {"MarketType": "capacity-block"},
+        "CapacityReservationSpecification": {
+            "CapacityReservationTarget": {"CapacityReservationId": spec.capacity_reservation_id}
+        },
+    }
+
+
+def create_request(
+    cluster_name: str,
+    spec: NodegroupSpec,
+    node_role: str,
+    version: str | None,
+    tags: Mapping[str, str],
+    launch_template: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``CreateNodegroup`` keyword arguments."""
+    req: dict[str, Any] = {
+        "clusterName": cluster_name,
+        "nodegroupName": spec.name,
+        "scalingConfig": {"minSize": spec.min_size, "maxSize": spec.max_size, "desiredSize": spec.desired_size},
+        "subnets": list(spec.subnets),
+        "instanceTypes": list(spec.instance_types),
+        "amiType": spec.ami_type,
+        "nodeRole": node_role,
+        "labels": dict(spec.labels),
+        "taints": [{"key": t["key"], "value": t["value"], "effect": EFFECTS[t["effect"]]} for t in spec.taints],
+        "capacityType": spec.capacity_type,
+        "tags": dict(tags),
+    }
+    if version:
+        req["version"] = version
+    if launch_template is not None:
+        req["launchTemplate"] = dict(launch_template)  # the disk is in the template: EKS rejects diskSize with one
+    else:
+        req["diskSize"] = spec.disk_size
+    return req
+
+
+def _recorded_taints(recorded: Mapping[str, Any]) -> list[dict[str, str]]:
+    return sorted(
+        (
+            {"key": t["key"], "value": t.get("value") or "", "effect": EFFECTS_BACK.get(t["effect"], t["effect"])}
+            for t in recorded.get("taints") or []
+        ),
+        key=lambda t: (t["key"], t["effect"]),
+    )
+
+
+@dataclass
+class NodegroupPlan:
+    """What reconciling a recorded nodegroup needs: nothing, an in-place config update, a version update, or a
+    replacement (fields that cannot change in place)."""
+
+    config: dict[str, Any] = field(default_factory=dict)
+    version: str | None = None
+    immutable: list[tuple[str, Any, Any]] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.config or self.version or self.immutable)
+
+
+def plan_update(
+    spec: NodegroupSpec, recorded: Mapping[str, Any], version: str | None, launch_template_id: str | None = None
+) -> NodegroupPlan:
+    """Compare a ``DescribeNodegroup`` record with the spec. Desired size is left to the autoscaler once created,
+    unless it falls outside the new bounds."""
+    plan = NodegroupPlan()
+    rec_scaling = recorded.get("scalingConfig") or {}
+    observed = {
+        "instance_types": sorted(recorded.get("instanceTypes") or []),
+        "ami_type": recorded.get("amiType"),
+        "capacity_type": recorded.get("capacityType") or "ON_DEMAND",
+        "subnets": sorted(recorded.get("subnets") or []),
+    }
+    wanted: dict[str, Any] = {
+        "instance_types": sorted(spec.instance_types),
+        "ami_type": spec.ami_type,
+        "capacity_type": spec.capacity_type,
+        "subnets": sorted(spec.subnets),
+    }
+    if launch_template_id is None:
+        observed["disk_size"] = recorded.get("diskSize")
+        wanted["disk_size"] = spec.disk_size
+    else:
+        observed["launch_template"] = (recorded.get("launchTemplate") or {}).get("id")
+        wanted["launch_template"] = launch_template_id
+    for key in wanted:
+        if observed.get(key) != wanted[key]:
+            plan.immutable.append((key, observed.get(key), wanted[key]))
+
+    rmin, rmax, rdes = rec_scaling.get("minSize"), rec_scaling.get("maxSize"), rec_scaling.get("desiredSize")
+    if (rmin, rmax) != (spec.min_size, spec.max_size) or rdes is None or not spec.min_size <= rdes <= spec.max_size:
+        desired = spec.desired_size if rdes is None else min(max(rdes, spec.min_size), spec.max_size)
+        plan.config["scalingConfig"] = {"minSize": spec.min_size, "maxSize": spec.max_size, "desiredSize": desired}
+        plan.changes.append(
+            f"scaling {rmin}..{rmax} (desired {rdes}) -> {spec.min_size}..{spec.max_size} (desired {desired})"
+        )
+
+    rec_labels = dict(recorded.get("labels") or {})
+    add = {k: v for k, v in spec.labels.items() if rec_labels.get(k) != v}
+    remove = sorted(k for k in rec_labels if k not in spec.labels)
+    if add or remove:
+        plan.config["labels"] = {k: v for k, v in (("addOrUpdateLabels", add), ("removeLabels", remove)) if v}
+        plan.changes.append(f"labels +{sorted(add)} -{remove}")
+
+    have = _recorded_taints(recorded)
+    want = sorted(spec.taints, key=lambda t: (t["key"], t["effect"]))
+    if have != want:
+        to_k = [{"key": t["key"], "value": t["value"], "effect": EFFECTS[t["effect"]]} for t in want if t not in have]
+        gone = [
+            {"key": t["key"], "value": t["value"], "effect": EFFECTS[t["effect"]]}
+            for t in have
+            if (t["key"], t["effect"]) not in {(w["key"], w["effect"]) for w in want}
+        ]
+        plan.config["taints"] = {k: v for k, v in (("addOrUpdateTaints", to_k), ("removeTaints", gone)) if v}
+        plan.changes.append(f"taints {have} -> {want}")
+
+    rec_version = recorded.get("version")
+    if version and rec_version and _minor(rec_version) != _minor(version):
+        plan.version = version
+        plan.changes.append(f"version {rec_version} -> {version}")
+    return plan
+
+
+def _minor(version: str) -> str:
+    return ".".join(str(version).split(".")[:2])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Capacity failures
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def capacity_failure(recorded: Mapping[str, Any], zone_of_subnet: Mapping[str, str] | None = None) -> str | None:
+    """A message naming the zone and instance type when the nodegroup's health says EC2 had no capacity (or the
+    account's limit) for it; ``None`` otherwise. EKS reports these as ``AsgInstanceLaunchFailures`` whose message
+    carries EC2's ``InsufficientInstanceCapacity``, or as ``InstanceLimitExceeded``."""
+    issues = ((recorded.get("health") or {}).get("issues")) or []
+    types = ", ".join(recorded.get("instanceTypes") or []) or "?"
+    name = recorded.get("nodegroupName", "?")
+    for issue in issues:
+        code = issue.get("code", "")
+        message = issue.get("message", "") or ""
+        if code == "InstanceLimitExceeded" or (
+            code == "AsgInstanceLaunchFailures" and any(c in message for c in CAPACITY_CODES)
+        ):
+            zones = sorted(set(ZONE_RE.findall(message)))
+            if not zones and zone_of_subnet:
+                zones = sorted({zone_of_subnet[s] for s in recorded.get("subnets") or [] if s in zone_of_subnet})
+            where = ", ".join(zones) or "unknown zone"
+            return (
+                f"nodegroup {name}: EC2 capacity for {types} in {where} is not available ({code}: {message.strip()}); "
+                "choose another zone or instance type, a Capacity Block, or retry later"
+            )
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Kubeconfig
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def kubeconfig(name: str, endpoint: str, ca_data: str, region: str, context: str | None = None) -> dict[str, Any]:
+    """A kubeconfig for one EKS cluster whose user gets tokens from ``aws eks get-token`` (what ``aws eks
+    update-kubeconfig`` writes), with the context named after the inventory host."""
+    ctx = context or name
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": ctx, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
+        "users": [
+            {
+                "name": ctx,
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": "aws",
+                        "args": ["eks", "get-token", "--cluster-name", name, "--region", region, "--output", "json"],
+                        "interactiveMode": "Never",
+                    }
+                },
+            }
+        ],
+        "contexts": [{"name": ctx, "context": {"cluster": ctx, "user": ctx}}],
+        "current-context": ctx,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Driving the EKS API
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Waiter:
+    timeout: float
+    interval: float
+    sleep: Callable[[float], None]
+    clock: Callable[[], float]
+
+
+def _not_found(exc: Exception) -> bool:
+    response = getattr(exc, "response", None) or {}
+    return (response.get("Error") or {}).get("Code") in ("ResourceNotFoundException", "NotFoundException")
+
+
+def describe_nodegroup(eks: Any, cluster_name: str, name: str) -> dict[str, Any] | None:
+    try:
+        return eks.describe_nodegroup(clusterName=cluster_name, nodegroupName=name)["nodegroup"]
+    except Exception as exc:
+        if _not_found(exc):
+            return None
+        raise
+
+
+def wait_nodegroup(
+    eks: Any,
+    cluster_name: str,
+    name: str,
+    waiter: Waiter,
+    *,
+    gone: bool = False,
+    zone_of_subnet: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
+    """Poll until the nodegroup is ACTIVE (or gone); fail at once on a capacity failure or a *_FAILED status, and
+    after ``waiter.timeout`` seconds at the latest."""
+    deadline = waiter.clock() + waiter.timeout
+    while True:
+        recorded = describe_nodegroup(eks, cluster_name, name)
+        if gone and recorded is None:
+            return None
+        if recorded is None:
+            raise GpufleetError(f"nodegroup {name} of cluster {cluster_name} disappeared while waiting for it")
+        status = recorded.get("status")
+        if not gone:
+            failure = capacity_failure(recorded, zone_of_subnet)
+            if failure:
+                raise GpufleetError(failure)
+            if status == "ACTIVE":
+                return recorded
+        if status in ("CREATE_FAILED", "DELETE_FAILED", "DEGRADED"):
+            issues = "; ".join(
+                f"{i.get('code')}: {i.get('message')}" for i in (recorded.get("health") or {}).get("issues") or []
+            )
+            raise GpufleetError(f"nodegroup {name} of cluster {cluster_name} is {status}: {issues or 'no details'}")
+        if waiter.clock() >= deadline:
+            raise GpufleetError(
+                f"nodegroup {name} of cluster {cluster_name} is still {status} after {waiter.timeout:.0f}s "
+                "(raise the wait timeout, or look at the nodegroup's health in the EKS console)"
+            )
+        waiter.sleep(waiter.interval)
+
+
+def ensure_launch_template(
+    ec2: Any, name: str, data: dict[str, Any], tags: Mapping[str, str], check_mode: bool
+) -> tuple[str | None, bool]:
+    """The launch template of a Capacity Block nodegroup: ``(id, changed)``. A template whose latest version differs
+    gets a new default version."""
+    try:
+        found = ec2.describe_launch_templates(LaunchTemplateNames=[name])["LaunchTemplates"]
+    except Exception as exc:
+        code = ((getattr(exc, "response", None) or {}).get("Error") or {}).get("Code", "")
+        if "NotFound" not in code:
+            raise
+        found = []
+    if not found:
+        if check_mode:
+            return None, True
+        tag_spec = [{"ResourceType": "launch-template", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+        made = ec2.create_launch_template(LaunchTemplateName=name, LaunchTemplateData=data, TagSpecifications=tag_spec)
+        return made["LaunchTemplate"]["LaunchTemplateId"], True
+    template = found[0]
+    latest = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"], Versions=["$Latest"])
+    current = (latest.get("LaunchTemplateVersions") or [{}])[0].get("LaunchTemplateData") or {}
+    if _subset(data, current):
+        return template["LaunchTemplateId"], False
+    if not check_mode:
+        ver = ec2.create_launch_template_version(LaunchTemplateId=template["LaunchTemplateId"], LaunchTemplateData=data)
+        ec2.modify_launch_template(
+            LaunchTemplateId=template["LaunchTemplateId"],
+            DefaultVersion=str(ver["LaunchTemplateVersion"]["VersionNumber"]),
+        )
+    return template["LaunchTemplateId"], True
+
+
+def _subset(want: Any, have: Any) -> bool:
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(_subset(v, have.get(k)) for k, v in want.items())
+    if isinstance(want, list):
+        return (
+            isinstance(have, list)
+            and len(want) == len(have)
+            and all(_subset(a, b) for a, b in zip(want, have, strict=True))
+        )
+    return want == have
+
+
+def ensure_nodegroup(
+    eks: Any,
+    ec2: Any,
+    cluster_name: str,
+    spec: NodegroupSpec,
+    *,
+    state: str,
+    node_role: str | None,
+    version: str | None,
+    tags: Mapping[str, str],
+    waiter: Waiter | None,
+    check_mode: bool,
+    zone_of_subnet: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Create, update or delete one nodegroup; returns ``{changed, actions, nodegroup}`` (``nodegroup`` is the
+    recorded one after the change, or the predicted request in check mode)."""
+    recorded = describe_nodegroup(eks, cluster_name, spec.name)
+    actions: list[str] = []
+    if state == "absent":
+        # The launch template of a Capacity Block pool goes too (the spec of a deletion carries no capacity type).
+        lt_name = launch_template_name(cluster_name, spec)
+        if recorded is not None:
+            actions.append("delete")
+            if not check_mode:
+                if recorded.get("status") != "DELETING":
+                    eks.delete_nodegroup(clusterName=cluster_name, nodegroupName=spec.name)
+                if waiter is not None:
+                    wait_nodegroup(eks, cluster_name, spec.name, waiter, gone=True)
+        if _launch_template_exists(ec2, lt_name):
+            actions.append(f"delete launch template {lt_name}")
+            if not check_mode:
+                ec2.delete_launch_template(LaunchTemplateName=lt_name)
+        return {"changed": bool(actions), "actions": actions, "nodegroup": {}}
+
+    template: dict[str, Any] | None = None
+    template_id: str | None = None
+    if spec.capacity_type == "CAPACITY_BLOCK":
+        lt_name = launch_template_name(cluster_name, spec)
+        template_id, lt_changed = ensure_launch_template(ec2, lt_name, launch_template_data(spec), tags, check_mode)
+        if lt_changed:
+            actions.append(f"launch template {lt_name}")
+        template = {"id": template_id} if template_id else {"name": lt_name}
+
+    if recorded is None:
+        if not node_role:
+            raise GpufleetError(f"nodegroup {spec.name}: node_role is required to create it")
+        request = create_request(cluster_name, spec, node_role, version, tags, template)
+        actions.append("create")
+        if check_mode:
+            return {"changed": True, "actions": actions, "nodegroup": request}
+        eks.create_nodegroup(**request)
+        result = wait_nodegroup(eks, cluster_name, spec.name, waiter, zone_of_subnet=zone_of_subnet) if waiter else None
+        return {
+            "changed": True,
+            "actions": actions,
+            "nodegroup": result or describe_nodegroup(eks, cluster_name, spec.name),
+        }
+
+    if recorded.get("status") in ("CREATE_FAILED", "DEGRADED"):
+        failure = capacity_failure(recorded, zone_of_subnet)
+        if failure:
+            raise GpufleetError(failure)
+    plan = plan_update(spec, recorded, version, template_id if spec.capacity_type == "CAPACITY_BLOCK" else None)
+    if plan.immutable:
+        diffs = "; ".join(f"{k}: recorded {old!r}, wanted {new!r}" for k, old, new in plan.immutable)
+        raise GpufleetError(
+            f"nodegroup {spec.name} of cluster {cluster_name} cannot be changed in place ({diffs}): "
+            "remove the pool (state: absent) and create it again, or give the new pool another name"
+        )
+    actions.extend(plan.changes)
+    if check_mode or not plan.changed:
+        return {"changed": bool(actions), "actions": actions, "nodegroup": recorded}
+    if plan.config:
+        eks.update_nodegroup_config(clusterName=cluster_name, nodegroupName=spec.name, **plan.config)
+        if waiter is not None:
+            wait_nodegroup(eks, cluster_name, spec.name, waiter, zone_of_subnet=zone_of_subnet)
+    if plan.version:
+        eks.update_nodegroup_version(clusterName=cluster_name, nodegroupName=spec.name, version=plan.version)
+        if waiter is not None:
+            wait_nodegroup(eks, cluster_name, spec.name, waiter, zone_of_subnet=zone_of_subnet)
+    return {"changed": True, "actions": actions, "nodegroup": describe_nodegroup(eks, cluster_name, spec.name)}
+
+
+def _launch_template_exists(ec2: Any, name: str) -> bool:
+    try:
+        return bool(ec2.describe_launch_templates(LaunchTemplateNames=[name])["LaunchTemplates"])
+    except Exception as exc:
+        code = ((getattr(exc, "response", None) or {}).get("Error") or {}).get("Code", "")
+        if "NotFound" in code:
+            return False
+        raise
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Add-ons (the EFS CSI driver)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def describe_addon(eks: Any, cluster_name: str, name: str) -> dict[str, Any] | None:
+    try:
+        return eks.describe_addon(clusterName=cluster_name, addonName=name)["addon"]
+    except Exception as exc:
+        if _not_found(exc):
+            return None
+        raise
+
+
+def addon_plan(recorded: Mapping[str, Any] | None, version: str | None, role_arn: str | None) -> dict[str, Any]:
+    """``UpdateAddon`` arguments that bring a recorded add-on to the wanted version/role (``{}``: nothing to do)."""
+    if recorded is None:
+        return {}
+    out: dict[str, Any] = {}
+    if version and recorded.get("addonVersion") != version:
+        out["addonVersion"] = version
+    if role_arn and recorded.get("serviceAccountRoleArn") != role_arn:
+        out["serviceAccountRoleArn"] = role_arn
+    return out
+
+
+def ensure_addon(
+    eks: Any,
+    cluster_name: str,
+    name: str,
+    *,
+    state: str,
+    version: str | None,
+    role_arn: str | None,
+    tags: Mapping[str, str],
+    waiter: Waiter | None,
+    check_mode: bool,
+) -> dict[str, Any]:
+    """Create, update or delete one EKS add-on; waits until it is ACTIVE (or gone), bounded by the waiter."""
+    recorded = describe_addon(eks, cluster_name, name)
+    if state == "absent":
+        if recorded is None:
+            return {"changed": False, "addon": {}}
+        if not check_mode:
+            if recorded.get("status") != "DELETING":
+                eks.delete_addon(clusterName=cluster_name, addonName=name)
+            if waiter is not None:
+                _wait_addon(eks, cluster_name, name, waiter, gone=True)
+        return {"changed": True, "addon": {}}
+    if recorded is None:
+        request: dict[str, Any] = {"clusterName": cluster_name, "addonName": name, "tags": dict(tags)}
+        if version:
+            request["addonVersion"] = version
+        if role_arn:
+            request["serviceAccountRoleArn"] = role_arn
+        if check_mode:
+            return {"changed": True, "addon": request}
+        eks.create_addon(**request)
+    else:
+        update = addon_plan(recorded, version, role_arn)
+        if not update or check_mode:
+            return {"changed": bool(update), "addon": recorded}
+        eks.update_addon(clusterName=cluster_name, addonName=name, resolveConflicts="OVERWRITE", **update)
+    if waiter is not None:
+        return {"changed": True, "addon": _wait_addon(eks, cluster_name, name, waiter) or {}}
+    return {"changed": True, "addon": describe_addon(eks, cluster_name, name) or {}}
+
+
+def _wait_addon(eks: Any, cluster_name: str, name: str, waiter: Waiter, gone: bool = False) -> dict[str, Any] | None:
+    deadline = waiter.clock() + waiter.timeout
+    while True:
+        recorded = describe_addon(eks, cluster_name, name)
+        if recorded is None and gone:
+            return None
+        status = (recorded or {}).get("status")
+        if not gone and status == "ACTIVE":
+            return recorded
+        if status in ("CREATE_FAILED", "DELETE_FAILED", "DEGRADED", "UPDATE_FAILED"):
+            issues = "; ".join(
+                f"{i.get('code')}: {i.get('message')}" for i in (recorded or {}).get("health", {}).get("issues", [])
+            )
+            raise GpufleetError(f"add-on {name} of cluster {cluster_name} is {status}: {issues or 'no details'}")
+        if waiter.clock() >= deadline:
+            raise GpufleetError(
+                f"add-on {name} of cluster {cluster_name} is still {status} after {waiter.timeout:.0f}s"
+            )
+        waiter.sleep(waiter.interval)
+
+
+def list_nodegroups(eks: Any, cluster_name: str) -> list[dict[str, Any]]:
+    """Every nodegroup of the cluster as ``DescribeNodegroup`` records it (``[]`` when the cluster does not exist)."""
+    names: list[str] = []
+    token: str | None = None
+    try:
+        eks.describe_cluster(name=cluster_name)  # a missing cluster: ResourceNotFoundException (moto: 500 on the list)
+        while True:
+            page = eks.list_nodegroups(clusterName=cluster_name, **({"nextToken": token} if token else {}))
+            names.extend(page.get("nodegroups") or [])
+            token = page.get("nextToken")
+            if not token:
+                break
+    except Exception as exc:
+        if _not_found(exc):
+            return []
+        raise
+    out = [describe_nodegroup(eks, cluster_name, n) for n in names]
+    return [ng for ng in out if ng is not None]
+
+
+def stale_nodegroups(recorded: list[Mapping[str, Any]], wanted: list[str], cluster: str) -> list[str]:
+    """Nodegroups this collection created for ``cluster`` (tag ``gpufleet.io/cluster``) that no pool wants any more,
+    GPU pools first and the system nodegroup last (the order a teardown deletes them in)."""
+    ours = [
+        ng["nodegroupName"]
+        for ng in recorded
+        if (ng.get("tags") or {}).get("gpufleet.io/cluster") == cluster and ng["nodegroupName"] not in wanted
+    ]
+    return sorted(ours, key=lambda n: (n == SYSTEM_NODEGROUP, n))

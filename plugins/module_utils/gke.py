@@ -1,0 +1,554 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""GKE provisioning: the container API (v1, REST JSON spelling) request bodies of a fleet cluster and its node pools,
+how a recorded object differs from the desired one, capacity failures, and a kubeconfig.
+
+Pure functions over the fleet models, plus ``ensure_cluster`` / ``ensure_node_pool``, which drive a
+``google.cloud.container_v1.ClusterManagerClient`` through a small adapter (:class:`ContainerApi`), so this file
+imports no Google library. google.cloud's ``gcp_container_node_pool`` cannot be used: it has no
+``gpuDriverInstallationConfig`` (GKE installs its own NVIDIA driver and device plugin, which must be off for the NVIDIA
+DRA driver; google.cloud issue #611), no Spot VMs and no reservation affinity; ``gcp_container_cluster`` cannot
+enable the Filestore CSI driver.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import Cluster, InferenceClass
+
+# What GKE needs on GPU nodes for the NVIDIA DRA driver (GKE docs, "Prepare GKE infrastructure for DRA workloads"):
+# no GKE-installed driver, no default device plugin, and the label the DRA driver's kubelet plugin selects.
+DRA_LABELS: dict[str, str] = {"gke-no-default-nvidia-gpu-device-plugin": "true", "nvidia.com/gpu.present": "true"}
+DRIVER_VERSIONS = {
+    "DISABLED": "INSTALLATION_DISABLED",
+    "INSTALLATION_DISABLED": "INSTALLATION_DISABLED",
+    "DEFAULT": "DEFAULT",
+    "LATEST": "LATEST",
+}
+SYSTEM_POOL = "system"
+SYSTEM_LABEL = "gpufleet.io/system"
+STOCKOUT_MARKERS = (
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "GCE_STOCKOUT",
+    "does not have enough resources available",
+    "QUOTA_EXCEEDED",
+    "Quota '",
+)
+ZONE_RE = re.compile(r"zones/([a-z]+-[a-z]+\d+-[a-z])|\b([a-z]+-[a-z]+\d+-[a-z])\b")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Desired state
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SystemPool:
+    machine_type: str = "e2-standard-4"
+    disk_size_gb: int = 50
+    min_node_count: int = 1
+    max_node_count: int = 3
+
+
+def parent(project: str, location: str) -> str:
+    return f"projects/{project}/locations/{location}"
+
+
+def node_pool_specs(
+    cluster: Cluster, classes: Mapping[str, InferenceClass], system: SystemPool | None = None
+) -> list[dict[str, Any]]:
+    """The system pool then one GPU pool per fleet pool, in the option shape of ``gpufleet.serving.gke_node_pool``.
+
+    Raises FleetValidationError naming the inventory field of every problem."""
+    if cluster.gke is None:
+        raise GpufleetError(f"cluster {cluster.name}: gpufleet_gke is required")
+    host = f"hostvars[{cluster.name!r}]"
+    zones = list(cluster.gke.zones)
+    errors: list[tuple[str, str]] = []
+    sysp = system or SystemPool()
+    per_zone = max(1, len(zones) or 3)  # a regional cluster without zones spreads over three
+    out: list[dict[str, Any]] = [
+        {
+            "name": SYSTEM_POOL,
+            "machine_type": sysp.machine_type,
+            "accelerator": None,
+            "disk_size_gb": sysp.disk_size_gb,
+            "disk_type": "pd-balanced",
+            "image_type": "COS_CONTAINERD",
+            "spot": False,
+            "reservation": None,
+            "locations": zones,
+            "initial_node_count": 1,
+            "autoscaling": {
+                "min_node_count": max(sysp.min_node_count, 0),
+                "max_node_count": max(sysp.max_node_count, per_zone),
+            },
+            "labels": {SYSTEM_LABEL: "true"},
+        }
+    ]
+    for i, pool in enumerate(cluster.node_pools):
+        path = f"{host}.gpufleet_node_pools[{i}]"
+        if pool.name == SYSTEM_POOL:
+            errors.append((f"{path}.name", f"{SYSTEM_POOL!r} is the name of the cluster's own system pool"))
+            continue
+        cls = classes.get(pool.class_)
+        prov = cls.provisioning.gke if cls is not None else None
+        if prov is None:
+            errors.append((f"{path}.class", f"class {pool.class_!r} has no provisioning.gke"))
+            continue
+        locations = list(pool.zones) or zones
+        for zi, zone in enumerate(pool.zones):
+            if not zone.startswith(cluster.gke.region + "-"):
+                errors.append((f"{path}.zones[{zi}]", f"{zone!r} is not a zone of region {cluster.gke.region!r}"))
+        n_zones = len(locations) or 3
+        if pool.node_count % n_zones:
+            errors.append(
+                (
+                    f"{path}.node_count",
+                    f"GKE creates the same number of nodes in each of the pool's {n_zones} zones: "
+                    f"{pool.node_count} is not a multiple of {n_zones}",
+                )
+            )
+            continue
+        lo = pool.min_node_count if pool.min_node_count is not None else pool.node_count
+        hi = pool.max_node_count if pool.max_node_count is not None else max(pool.node_count, lo)
+        if hi < 1:
+            errors.append((f"{path}.max_node_count", "must be >= 1 for a GKE node pool"))
+            continue
+        accel = None
+        labels = {**cls.labels, NODE_POOL_LABEL: pool.name} if cls is not None else {}
+        if prov.accelerator is not None:
+            accel = {
+                "type": prov.accelerator.type,
+                "count": prov.accelerator.count,
+                "gpu_driver_version": DRIVER_VERSIONS[prov.accelerator.gpu_driver_version],
+            }
+            if accel["gpu_driver_version"] == "INSTALLATION_DISABLED":
+                labels.update(DRA_LABELS)
+        out.append(
+            {
+                "name": pool.name,
+                "machine_type": prov.machine_type,
+                "accelerator": accel,
+                "disk_size_gb": prov.disk_size_gb,
+                "disk_type": prov.disk_type,
+                "image_type": prov.image_type,
+                "spot": prov.spot,
+                "reservation": prov.reservation,
+                "locations": locations,
+                "initial_node_count": pool.node_count // n_zones,
+                "autoscaling": {"min_node_count": lo, "max_node_count": hi},
+                "labels": labels,
+            }
+        )
+    if errors:
+        raise FleetValidationError(errors)
+    return out
+
+
+def cluster_body(
+    name: str,
+    *,
+    project: str,
+    version: str,
+    release_channel: str,
+    locations: list[str],
+    network: str | None,
+    subnetwork: str | None,
+    system_pool: Mapping[str, Any],
+    labels: Mapping[str, str],
+) -> dict[str, Any]:
+    """The ``Cluster`` of ``CreateCluster``: regional, at ``version``, with the system pool, VPC-native, Workload
+    Identity and the Filestore CSI driver (model caches are ReadWriteMany Filestore volumes)."""
+    body: dict[str, Any] = {
+        "name": name,
+        "initialClusterVersion": version,
+        "releaseChannel": {"channel": release_channel},
+        "nodePools": [node_pool_body(system_pool)],
+        "addonsConfig": {"gcpFilestoreCsiDriverConfig": {"enabled": True}},
+        "ipAllocationPolicy": {"useIpAliases": True},
+        "workloadIdentityConfig": {"workloadPool": f"{project}.svc.id.goog"},
+        "resourceLabels": dict(labels),
+    }
+    if locations:
+        body["locations"] = list(locations)
+    if network:
+        body["network"] = network
+    if subnetwork:
+        body["subnetwork"] = subnetwork
+    return body
+
+
+def node_pool_body(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``NodePool`` of ``CreateNodePool`` from the module's options."""
+    config: dict[str, Any] = {
+        "machineType": spec["machine_type"],
+        "diskSizeGb": spec["disk_size_gb"],
+        "diskType": spec["disk_type"],
+        "imageType": spec["image_type"],
+        "labels": dict(spec.get("labels") or {}),
+        "oauthScopes": ["https://www.googleapis.com/auth/cloud-platform"],
+    }
+    accel = spec.get("accelerator")
+    if accel:
+        config["accelerators"] = [
+            {
+                "acceleratorType": accel["type"],
+                "acceleratorCount": str(accel["count"]),
+                "gpuDriverInstallationConfig": {"gpuDriverVersion": accel["gpu_driver_version"]},
+            }
+        ]
+    if spec.get("spot"):
+        config["spot"] = True
+    if spec.get("reservation"):
+        config["reservationAffinity"] = {
+            "consumeReservationType": "SPECIFIC_RESERVATION",
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [spec["reservation"]],
+        }
+    auto = spec["autoscaling"]
+    body: dict[str, Any] = {
+        "name": spec["name"],
+        "initialNodeCount": spec["initial_node_count"],
+        "config": config,
+        "autoscaling": _autoscaling(auto),
+    }
+    if spec.get("locations"):
+        body["locations"] = list(spec["locations"])
+    return body
+
+
+def _autoscaling(auto: Mapping[str, Any]) -> dict[str, Any]:
+    # total* bounds count nodes over all the pool's zones, as gpufleet_node_pools does.
+    return {
+        "enabled": True,
+        "totalMinNodeCount": int(auto["min_node_count"]),
+        "totalMaxNodeCount": int(auto["max_node_count"]),
+        "locationPolicy": "BALANCED",
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Differences
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PoolPlan:
+    autoscaling: dict[str, Any] | None = None
+    update: dict[str, Any] = field(default_factory=dict)
+    immutable: list[tuple[str, Any, Any]] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.autoscaling or self.update or self.immutable)
+
+
+def _accel_view(config: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    return [
+        (
+            a.get("acceleratorType", ""),
+            str(a.get("acceleratorCount", "")),
+            (a.get("gpuDriverInstallationConfig") or {}).get("gpuDriverVersion", ""),
+        )
+        for a in config.get("accelerators") or []
+    ]
+
+
+def plan_node_pool(desired: Mapping[str, Any], recorded: Mapping[str, Any]) -> PoolPlan:
+    """Compare a recorded ``NodePool`` (REST JSON) with the desired body."""
+    plan = PoolPlan()
+    want, have = desired.get("config") or {}, recorded.get("config") or {}
+    for key in ("machineType", "diskSizeGb", "diskType", "imageType"):
+        if str(want.get(key)) != str(have.get(key)):
+            plan.immutable.append((f"config.{key}", have.get(key), want.get(key)))
+    if _accel_view(want) != _accel_view(have):
+        plan.immutable.append(("config.accelerators", _accel_view(have), _accel_view(want)))
+    if bool(want.get("spot")) != bool(have.get("spot")):
+        plan.immutable.append(("config.spot", bool(have.get("spot")), bool(want.get("spot"))))
+    want_res = (want.get("reservationAffinity") or {}).get("values") or []
+    have_res = (have.get("reservationAffinity") or {}).get("values") or []
+    if want_res and want_res != have_res:
+        plan.immutable.append(("config.reservationAffinity", have_res, want_res))
+
+    auto_want, auto_have = desired.get("autoscaling") or {}, recorded.get("autoscaling") or {}
+    keys = ("enabled", "totalMinNodeCount", "totalMaxNodeCount", "locationPolicy")
+    if any(_norm(auto_want.get(k)) != _norm(auto_have.get(k)) for k in keys):
+        plan.autoscaling = dict(auto_want)
+        plan.changes.append(
+            f"autoscaling {auto_have.get('totalMinNodeCount', 0)}..{auto_have.get('totalMaxNodeCount', 0)} -> "
+            f"{auto_want['totalMinNodeCount']}..{auto_want['totalMaxNodeCount']}"
+        )
+    labels_want, labels_have = want.get("labels") or {}, have.get("labels") or {}
+    if labels_want != labels_have:
+        plan.update["labels"] = {"labels": dict(labels_want)}
+        plan.changes.append(f"labels {sorted(labels_have.items())} -> {sorted(labels_want.items())}")
+    if desired.get("locations") and sorted(desired["locations"]) != sorted(recorded.get("locations") or []):
+        plan.update["locations"] = list(desired["locations"])
+        plan.changes.append(f"locations {recorded.get('locations')} -> {desired['locations']}")
+    if plan.update:
+        # UpdateNodePool requires both; the recorded ones change nothing.
+        plan.update["nodeVersion"] = recorded.get("version") or "-"
+        plan.update["imageType"] = have.get("imageType") or want.get("imageType")
+    return plan
+
+
+def _norm(value: Any) -> Any:
+    if value in (None, 0, "0", False, "", "LOCATION_POLICY_UNSPECIFIED"):
+        return None
+    return str(value)
+
+
+def _minor(version: str) -> tuple[int, int]:
+    match = re.match(r"^(\d+)\.(\d+)", str(version))
+    if not match:
+        raise GpufleetError(f"not a Kubernetes version: {version!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def plan_cluster(desired: Mapping[str, Any], recorded: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``ClusterUpdate`` bodies (GKE takes one ``desired*`` field per update) that bring the recorded cluster to
+    the desired one: a newer master minor, the release channel, the Filestore CSI driver."""
+    updates: list[dict[str, Any]] = []
+    have_v = recorded.get("currentMasterVersion") or recorded.get("initialClusterVersion") or ""
+    want_v = desired["initialClusterVersion"]
+    if have_v and _minor(have_v) < _minor(want_v):
+        updates.append({"desiredMasterVersion": want_v})
+    elif have_v and _minor(have_v) > _minor(want_v):
+        raise GpufleetError(
+            f"cluster {desired['name']} runs Kubernetes {have_v}, newer than the declared {want_v}: GKE cannot "
+            "downgrade a control plane; declare the version it runs"
+        )
+    channel = (desired.get("releaseChannel") or {}).get("channel")
+    if channel and (recorded.get("releaseChannel") or {}).get("channel", "UNSPECIFIED") != channel:
+        updates.append({"desiredReleaseChannel": {"channel": channel}})
+    fs = ((recorded.get("addonsConfig") or {}).get("gcpFilestoreCsiDriverConfig") or {}).get("enabled", False)
+    if not fs:
+        updates.append({"desiredAddonsConfig": {"gcpFilestoreCsiDriverConfig": {"enabled": True}}})
+    return updates
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Capacity failures
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def capacity_failure(message: str, pool: str, machine_type: str, zones: list[str]) -> str | None:
+    """A message naming zone(s) and machine type when GKE reports a stockout or quota failure; ``None`` otherwise."""
+    if not message or not any(m in message for m in STOCKOUT_MARKERS):
+        return None
+    found = sorted({a or b for a, b in ZONE_RE.findall(message)})
+    where = ", ".join(found or zones) or "unknown zone"
+    return (
+        f"node pool {pool}: Compute Engine capacity for {machine_type} in {where} is not available ({message.strip()}); "
+        "choose other zones or another machine type, use a reservation, or retry later"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Kubeconfig
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def kubeconfig(context: str, endpoint: str, ca_data: str) -> dict[str, Any]:
+    """A kubeconfig for a GKE cluster authenticating with ``gke-gcloud-auth-plugin`` (what ``gcloud container clusters
+    get-credentials`` writes)."""
+    server = endpoint if endpoint.startswith("https://") else f"https://{endpoint}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": context, "cluster": {"server": server, "certificate-authority-data": ca_data}}],
+        "users": [
+            {
+                "name": context,
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": "gke-gcloud-auth-plugin",
+                        "provideClusterInfo": True,
+                        "interactiveMode": "IfAvailable",
+                    }
+                },
+            }
+        ],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+        "current-context": context,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Driving the container API
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+class ContainerApi(Protocol):
+    """The calls the executors make, in REST JSON (the module adapts ClusterManagerClient to this)."""
+
+    def get_cluster(self, name: str) -> dict[str, Any] | None: ...
+    def create_cluster(self, parent: str, cluster: dict[str, Any]) -> dict[str, Any]: ...
+    def update_cluster(self, name: str, update: dict[str, Any]) -> dict[str, Any]: ...
+    def delete_cluster(self, name: str) -> dict[str, Any]: ...
+    def get_node_pool(self, name: str) -> dict[str, Any] | None: ...
+    def create_node_pool(self, parent: str, node_pool: dict[str, Any]) -> dict[str, Any]: ...
+    def update_node_pool(self, name: str, update: dict[str, Any]) -> dict[str, Any]: ...
+    def set_node_pool_autoscaling(self, name: str, autoscaling: dict[str, Any]) -> dict[str, Any]: ...
+    def delete_node_pool(self, name: str) -> dict[str, Any]: ...
+    def get_operation(self, name: str) -> dict[str, Any]: ...
+
+
+@dataclass
+class Waiter:
+    timeout: float
+    interval: float
+    sleep: Callable[[float], None]
+    clock: Callable[[], float]
+
+
+def wait_operation(
+    api: ContainerApi,
+    location_parent: str,
+    operation: Mapping[str, Any],
+    waiter: Waiter | None,
+    what: str,
+    on_error: Callable[[str], str | None] | None = None,
+) -> None:
+    """Poll a long-running operation until DONE (bounded); its error fails, a capacity error with zone and machine."""
+    op = dict(operation)
+    deadline = waiter.clock() + waiter.timeout if waiter else 0.0
+    while True:
+        error = (op.get("error") or {}).get("message") or (op.get("statusMessage") if op.get("error") else "")
+        if op.get("status") == "DONE" or error:
+            if error:
+                raise GpufleetError((on_error(error) if on_error else None) or f"{what} failed: {error}")
+            return
+        if waiter is None:
+            return
+        if waiter.clock() >= deadline:
+            raise GpufleetError(
+                f"{what} still {op.get('status', 'RUNNING')} after {waiter.timeout:.0f}s (operation {op.get('name')})"
+            )
+        waiter.sleep(waiter.interval)
+        op = api.get_operation(f"{location_parent}/operations/{op['name'].rsplit('/', 1)[-1]}")
+
+
+def ensure_cluster(
+    api: ContainerApi,
+    project: str,
+    location: str,
+    desired: dict[str, Any],
+    *,
+    state: str,
+    waiter: Waiter | None,
+    check_mode: bool,
+) -> dict[str, Any]:
+    loc = parent(project, location)
+    name = f"{loc}/clusters/{desired['name']}"
+    recorded = api.get_cluster(name)
+    if state == "absent":
+        if recorded is None:
+            return {"changed": False, "actions": [], "cluster": {}}
+        if not check_mode:
+            op = api.delete_cluster(name)
+            wait_operation(api, loc, op, waiter, f"deleting cluster {desired['name']}")
+        return {"changed": True, "actions": ["delete"], "cluster": {}}
+    if recorded is None:
+        if check_mode:
+            return {"changed": True, "actions": ["create"], "cluster": desired}
+        op = api.create_cluster(loc, desired)
+        pool = desired["nodePools"][0]
+        wait_operation(
+            api,
+            loc,
+            op,
+            waiter,
+            f"creating cluster {desired['name']}",
+            lambda msg: capacity_failure(
+                msg, pool["name"], pool["config"]["machineType"], desired.get("locations") or []
+            ),
+        )
+        return {"changed": True, "actions": ["create"], "cluster": api.get_cluster(name) or {}}
+    updates = plan_cluster(desired, recorded)
+    actions = [f"update {next(iter(u))}" for u in updates]
+    if check_mode or not updates:
+        return {"changed": bool(updates), "actions": actions, "cluster": recorded}
+    for update in updates:
+        op = api.update_cluster(name, update)
+        wait_operation(api, loc, op, waiter, f"updating cluster {desired['name']} ({next(iter(update))})")
+    return {"changed": True, "actions": actions, "cluster": api.get_cluster(name) or {}}
+
+
+def ensure_node_pool(
+    api: ContainerApi,
+    project: str,
+    location: str,
+    cluster: str,
+    spec: Mapping[str, Any],
+    *,
+    state: str,
+    waiter: Waiter | None,
+    check_mode: bool,
+) -> dict[str, Any]:
+    loc = parent(project, location)
+    cluster_name = f"{loc}/clusters/{cluster}"
+    name = f"{cluster_name}/nodePools/{spec['name']}"
+    recorded = api.get_node_pool(name)
+    if state == "absent":
+        if recorded is None:
+            return {"changed": False, "actions": [], "node_pool": {}}
+        if not check_mode:
+            op = api.delete_node_pool(name)
+            wait_operation(api, loc, op, waiter, f"deleting node pool {spec['name']}")
+        return {"changed": True, "actions": ["delete"], "node_pool": {}}
+    body = node_pool_body(spec)
+
+    def stockout(msg: str) -> str | None:
+        return capacity_failure(msg, spec["name"], spec["machine_type"], list(spec.get("locations") or []))
+
+    if recorded is None:
+        if check_mode:
+            return {"changed": True, "actions": ["create"], "node_pool": body}
+        op = api.create_node_pool(cluster_name, body)
+        wait_operation(api, loc, op, waiter, f"creating node pool {spec['name']}", stockout)
+        return {"changed": True, "actions": ["create"], "node_pool": api.get_node_pool(name) or {}}
+    if recorded.get("status") in ("ERROR", "RUNNING_WITH_ERROR"):
+        failure = stockout(recorded.get("statusMessage", ""))
+        if failure:
+            raise GpufleetError(failure)
+    plan = plan_node_pool(body, recorded)
+    if plan.immutable:
+        diffs = "; ".join(f"{k}: recorded {old!r}, wanted {new!r}" for k, old, new in plan.immutable)
+        raise GpufleetError(
+            f"node pool {spec['name']} of cluster {cluster} cannot be changed in place ({diffs}): remove the pool "
+            "(state: absent) and create it again, or give the new pool another name"
+        )
+    if check_mode or not plan.changed:
+        return {"changed": plan.changed, "actions": plan.changes, "node_pool": recorded}
+    if plan.autoscaling is not None:
+        op = api.set_node_pool_autoscaling(name, plan.autoscaling)
+        wait_operation(api, loc, op, waiter, f"autoscaling of node pool {spec['name']}", stockout)
+    if plan.update:
+        op = api.update_node_pool(name, plan.update)
+        wait_operation(api, loc, op, waiter, f"updating node pool {spec['name']}", stockout)
+    return {"changed": True, "actions": plan.changes, "node_pool": api.get_node_pool(name) or {}}
+
+
+def node_count_check(spec: Mapping[str, Any]) -> None:
+    """Reject option combinations the API would refuse, before any call."""
+    auto = spec.get("autoscaling") or {}
+    lo, hi = int(auto.get("min_node_count", 0)), int(auto.get("max_node_count", 1))
+    if not 0 <= lo <= hi or hi < 1:
+        raise GpufleetError(f"autoscaling: need 0 <= min_node_count ({lo}) <= max_node_count ({hi}), max >= 1")
+    zones = len(spec.get("locations") or []) or 1
+    if int(spec.get("initial_node_count", 0)) * zones > hi:
+        raise GpufleetError(
+            f"initial_node_count {spec['initial_node_count']} per zone x {zones} zones exceeds max_node_count {hi}"
+        )
+    if spec.get("spot") and spec.get("reservation"):
+        raise GpufleetError("spot and reservation exclude each other")

@@ -1,0 +1,270 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Preflight of a cluster the fleet did not create: is it what the inventory says, so placement will be right?
+
+A pure function of what was read from the cluster (the server version, the served API group versions, and one list
+each of Nodes, DeviceClasses and ResourceSlices) and of the validated fleet models. It returns findings, each naming
+the cluster and, where it applies, the pool, node and device; ``error`` findings are those that would make placement
+wrong (a pool without nodes, a DeviceClass that claims would name but that does not exist, devices that are not what
+the class promises), ``warning`` ones would not (more nodes than declared).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    MIN_DRA_KUBERNETES,
+    Cluster,
+    Device,
+    InferenceClass,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import parse_quantity
+
+DRA_GROUP_VERSION = "resource.k8s.io/v1"
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # error | warning | ok
+    check: str
+    cluster: str
+    message: str
+    pool: str | None = None
+    node: str | None = None
+    device: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the preflight read from one cluster."""
+
+    git_version: str
+    group_versions: frozenset[str]
+    nodes: Sequence[Mapping[str, Any]] = ()
+    device_classes: Sequence[Mapping[str, Any]] = ()
+    resource_slices: Sequence[Mapping[str, Any]] = ()
+
+
+def _version(text: str) -> tuple[int, int, int] | None:
+    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+def _qualified(table: Mapping[str, Any], driver: str) -> dict[str, Any]:
+    return {(k if "/" in k else f"{driver}/{k}"): v for k, v in (table or {}).items()}
+
+
+def _quantity_equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(parse_quantity(str(a)) == parse_quantity(str(b)))
+    except ValueError:
+        return str(a) == str(b)
+
+
+def device_mismatch(want: Device, got: Mapping[str, Any], driver: str) -> list[str]:
+    """How a published device differs from the class's device (empty: it matches). Extra attributes and capacity
+    on the published device are fine; every one the class names must be there with the same value."""
+    reasons: list[str] = []
+    want_attrs = _qualified({k: v.as_k8s() for k, v in want.attributes.items()}, want.driver)
+    got_attrs = _qualified(got.get("attributes") or {}, driver)
+    for key, value in sorted(want_attrs.items()):
+        have = got_attrs.get(key)
+        if have is None:
+            reasons.append(f"attribute {key} is missing (class: {_show(value)})")
+        elif have != value:
+            reasons.append(f"attribute {key} is {_show(have)}, the class says {_show(value)}")
+    want_cap = _qualified({k: v.value for k, v in want.capacity.items()}, want.driver)
+    got_cap = {k: (v or {}).get("value") for k, v in _qualified(got.get("capacity") or {}, driver).items()}
+    for key, value in sorted(want_cap.items()):
+        have = got_cap.get(key)
+        if have is None:
+            reasons.append(f"capacity {key} is missing (class: {value})")
+        elif not _quantity_equal(have, value):
+            reasons.append(f"capacity {key} is {have}, the class says {value}")
+    return reasons
+
+
+def _show(value: Mapping[str, Any]) -> str:
+    ((kind, v),) = value.items() if len(value) == 1 else (("?", value),)
+    return f"{v!r}" if kind == "string" else f"{kind} {v}"
+
+
+def check_cluster(cluster: Cluster, classes: Mapping[str, InferenceClass], observed: Observed) -> list[Finding]:
+    """Every check, in order: version, DRA API, then per pool: nodes, DeviceClasses, ResourceSlices and devices."""
+    name = cluster.name
+    out: list[Finding] = []
+    version = _version(observed.git_version)
+    declared = cluster.declared_version
+    if version is None:
+        out.append(Finding("error", "version", name, f"cannot read the server version {observed.git_version!r}"))
+    elif version[:2] < MIN_DRA_KUBERNETES:
+        out.append(
+            Finding(
+                "error",
+                "version",
+                name,
+                f"the API server runs {observed.git_version}, older than 1.34: DRA (resource.k8s.io/v1) is GA from 1.34",
+            )
+        )
+    elif declared is not None:
+        want = _version(declared)
+        parts = len(declared.split("."))
+        if want is not None and version[:parts] != want[:parts]:
+            out.append(
+                Finding(
+                    "error",
+                    "version",
+                    name,
+                    f"the API server runs {observed.git_version} but the inventory declares {declared}",
+                )
+            )
+    if not any(f.check == "version" for f in out):
+        out.append(Finding("ok", "version", name, f"API server {observed.git_version}"))
+
+    if DRA_GROUP_VERSION not in observed.group_versions:
+        out.append(
+            Finding("error", "dra-api", name, f"{DRA_GROUP_VERSION} is not served: DRA claims cannot be created")
+        )
+        return out
+    out.append(Finding("ok", "dra-api", name, f"{DRA_GROUP_VERSION} served"))
+
+    device_classes = {(dc.get("metadata") or {}).get("name") for dc in observed.device_classes}
+    slices_by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for rs in observed.resource_slices:
+        spec = rs.get("spec") or {}
+        if spec.get("nodeName"):
+            slices_by_node.setdefault(spec["nodeName"], []).append(spec)
+    labelled: dict[str, list[str]] = {}
+    for node in observed.nodes:
+        meta = node.get("metadata") or {}
+        pool = (meta.get("labels") or {}).get(NODE_POOL_LABEL)
+        if pool:
+            labelled.setdefault(pool, []).append(meta.get("name", "?"))
+
+    for pool in cluster.node_pools:
+        cls = classes[pool.class_]
+        nodes = sorted(labelled.get(pool.name, []))
+        if not nodes:
+            if pool.node_count > 0:
+                out.append(
+                    Finding(
+                        "error",
+                        "pool-nodes",
+                        name,
+                        f"no Node is labelled {NODE_POOL_LABEL}={pool.name} (the inventory declares {pool.node_count}): "
+                        "placement would put replicas on a pool the scheduler cannot reach",
+                        pool=pool.name,
+                    )
+                )
+            continue
+        if len(nodes) < pool.node_count:
+            out.append(
+                Finding(
+                    "error",
+                    "pool-nodes",
+                    name,
+                    f"{len(nodes)} Node(s) labelled {NODE_POOL_LABEL}={pool.name}, the inventory declares "
+                    f"{pool.node_count}: placement would overcommit the pool",
+                    pool=pool.name,
+                )
+            )
+        elif len(nodes) > pool.node_count:
+            out.append(
+                Finding(
+                    "warning",
+                    "pool-nodes",
+                    name,
+                    f"{len(nodes)} Node(s) labelled {NODE_POOL_LABEL}={pool.name}, more than the {pool.node_count} declared",
+                    pool=pool.name,
+                )
+            )
+        else:
+            out.append(Finding("ok", "pool-nodes", name, f"{len(nodes)} Node(s)", pool=pool.name))
+
+        for device in cls.devices:
+            if device.claim != "DRA":
+                continue  # Synthetic devices have no driver publishing them
+            if device.device_class_name not in device_classes:
+                out.append(
+                    Finding(
+                        "error",
+                        "device-class",
+                        name,
+                        f"DeviceClass {device.device_class_name} does not exist: claims for {device.name} would never "
+                        "be allocated",
+                        pool=pool.name,
+                        device=device.name,
+                    )
+                )
+            bad_nodes = 0
+            for node_name in nodes:
+                published = [
+                    d
+                    for spec in slices_by_node.get(node_name, [])
+                    if spec.get("driver") == device.driver
+                    for d in spec.get("devices") or []
+                ]
+                if not published:
+                    bad_nodes += 1
+                    out.append(
+                        Finding(
+                            "error",
+                            "slices",
+                            name,
+                            f"no ResourceSlice of driver {device.driver} on node {node_name}",
+                            pool=pool.name,
+                            node=node_name,
+                            device=device.name,
+                        )
+                    )
+                    continue
+                matching = [d for d in published if not device_mismatch(device, d, device.driver)]
+                if len(matching) < device.count:
+                    bad_nodes += 1
+                    wrong = [(d.get("name", "?"), device_mismatch(device, d, device.driver)) for d in published]
+                    detail = "; ".join(f"{n}: {', '.join(r)}" for n, r in wrong if r)
+                    out.append(
+                        Finding(
+                            "error",
+                            "devices",
+                            name,
+                            f"node {node_name} publishes {len(matching)} {device.driver} device(s) matching class "
+                            f"{pool.class_}'s {device.name}, the class says {device.count}"
+                            + (f" ({detail})" if detail else ""),
+                            pool=pool.name,
+                            node=node_name,
+                            device=device.name,
+                        )
+                    )
+            if not bad_nodes:
+                out.append(
+                    Finding(
+                        "ok",
+                        "devices",
+                        name,
+                        f"{len(nodes)} node(s) x {device.count} {device.name} as the class says",
+                        pool=pool.name,
+                        device=device.name,
+                    )
+                )
+    return out
+
+
+def report(findings: Sequence[Finding]) -> list[str]:
+    """One line per finding: ``SEVERITY cluster/pool[/device] [node] message``."""
+    lines = []
+    for f in findings:
+        where = "/".join(p for p in (f.cluster, f.pool, f.device) if p)
+        node = f" node={f.node}" if f.node else ""
+        lines.append(f"{f.severity.upper():7} {where}{node}: {f.message}")
+    return lines
