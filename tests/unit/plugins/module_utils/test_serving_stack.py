@@ -25,11 +25,15 @@ TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedu
 
 GPU = {"name": "gpu", "driver": "gpu.nvidia.com", "device_class_name": "gpu.nvidia.com", "count": 8}
 NIC = {"name": "nic", "driver": "rdma.example.com", "device_class_name": "rdma.example.com", "count": 2}
+COMPUTE_DOMAIN = {
+    "name": "cd",
+    "driver": "compute-domain.nvidia.com",
+    "device_class_name": "compute-domain-default-channel.nvidia.com",
+}
 CLASSES = {
     "h100-8x": {"devices": [GPU, NIC]},
     "l4-1x": {"devices": [{**GPU, "count": 1}]},
-    "gb200": {"devices": [{**GPU, "count": 4}, {"name": "cd", "driver": "compute-domain.nvidia.com",
-                                                 "device_class_name": "compute-domain-default-channel.nvidia.com"}]},
+    "gb200": {"devices": [{**GPU, "count": 4}, COMPUTE_DOMAIN]},
     "cpu": {"devices": [{"name": "ib", "claim": "Synthetic", "driver": "fabric.example.com"}]},
 }  # fmt: skip
 
