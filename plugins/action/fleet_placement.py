@@ -47,7 +47,7 @@ class ActionModule(GpufleetAction):
             drained=args["drained"],
             cordoned=args["cordoned"],
             observed_nodes=observed_pools(states) if args["capacity"] == "observed" else None,
-            capacity_notes={s.name: {p.pool: p.notes() for p in s.pools if p.notes()} for s in states},
+            capacity_notes={s.name: {p.pool: notes for p in s.pools if (notes := p.notes())} for s in states},
         )
         return {
             "changed": outcome.changed,

@@ -75,6 +75,10 @@ ANNOTATION_HYDRATED_BY = "gpufleet.io/hydrated-by"
 #: Apply mode: the digest of the rendered object last server-side applied (fleet_k8s.is_current skips re-applying
 #: an object that carries the digest of the same rendering and still holds every value it sets).
 ANNOTATION_APPLIED_DIGEST = "gpufleet.io/applied-digest"
+#: The node label of a provisioned cluster's system (non-GPU) pool (gke_cluster, eks_cluster).
+LABEL_SYSTEM_POOL = "gpufleet.io/system"
+#: The label naming which part of the serving stack an object belongs to (serving_stack).
+LABEL_STACK_PART = "gpufleet.io/stack-component"
 #: The node label a pool's nodes carry (set by the cluster roles and the local fleet); serving pods select it.
 NODE_POOL_LABEL = "gpufleet.io/pool"
 

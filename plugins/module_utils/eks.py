@@ -17,14 +17,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    LABEL_CLUSTER,
+    LABEL_SYSTEM_POOL,
+    NODE_POOL_LABEL,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Cluster, InferenceClass
 
 GPU_TAINT: dict[str, str] = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 SYSTEM_NODEGROUP = "system"
-SYSTEM_LABEL = "gpufleet.io/system"
 EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 EFFECTS_BACK = {v: k for k, v in EFFECTS.items()}
 # Fields a managed nodegroup cannot change in place (UpdateNodegroupConfig takes scaling, labels and taints only).
@@ -146,7 +149,7 @@ def nodegroup_specs(
             min_size=sysp.min_size,
             max_size=sysp.max_size,
             desired_size=sysp.desired_size,
-            labels={SYSTEM_LABEL: "true"},
+            labels={LABEL_SYSTEM_POOL: "true"},
             taints=[],
             subnets=all_subnets,
         )
@@ -771,6 +774,6 @@ def stale_nodegroups(recorded: list[Mapping[str, Any]], wanted: list[str], clust
     ours = [
         ng["nodegroupName"]
         for ng in recorded
-        if (ng.get("tags") or {}).get("gpufleet.io/cluster") == cluster and ng["nodegroupName"] not in wanted
+        if (ng.get("tags") or {}).get(LABEL_CLUSTER) == cluster and ng["nodegroupName"] not in wanted
     ]
     return sorted(ours, key=lambda n: (n == SYSTEM_NODEGROUP, n))

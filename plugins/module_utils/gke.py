@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_SYSTEM_POOL, NODE_POOL_LABEL
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Cluster, InferenceClass
 
@@ -32,7 +32,6 @@ DRIVER_VERSIONS = {
     "LATEST": "LATEST",
 }
 SYSTEM_POOL = "system"
-SYSTEM_LABEL = "gpufleet.io/system"
 STOCKOUT_MARKERS = (
     "ZONE_RESOURCE_POOL_EXHAUSTED",
     "GCE_STOCKOUT",
@@ -89,7 +88,7 @@ def node_pool_specs(
                 "min_node_count": max(sysp.min_node_count, 0),
                 "max_node_count": max(sysp.max_node_count, per_zone),
             },
-            "labels": {SYSTEM_LABEL: "true"},
+            "labels": {LABEL_SYSTEM_POOL: "true"},
         }
     ]
     for i, pool in enumerate(cluster.node_pools):

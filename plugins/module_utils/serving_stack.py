@@ -29,6 +29,7 @@ from typing import Any, Literal
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     GPU_TOLERATION,
     LABEL_MANAGED_BY,
+    LABEL_STACK_PART,
     MANAGED,
     NODE_POOL_LABEL,
     STACK_OWNER,
@@ -49,8 +50,6 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     require_pydantic,
 )
 
-#: The label naming which part of the stack an object belongs to.
-LABEL_STACK_PART = "gpufleet.io/stack-component"
 #: The render-directory form of a Helm release (not a Kubernetes API kind: a spec to install with Helm).
 RELEASE_API_VERSION = "serving.gpufleet.io/v1alpha1"
 RELEASE_KIND = "HelmRelease"
