@@ -1,0 +1,599 @@
+"""Deterministic (inference class, member request set) pairs for the DRA differential test (issue 12).
+
+Every pair is a class (a node's devices, as design.md §2 / §2a describe them) and one member's ``node_selector``
+(design.md §3a). The differential test (tests/e2e/test_dra_differential.py) asks placement whether a pool of that
+class fits the member, and asks the real kube-scheduler whether it allocates the same requests, rendered as a
+ResourceClaim, on a node of that pool. The generator only produces inputs: the expected answer is whatever the
+real allocator says.
+
+Coverage (``Pair.features`` names what a pair exercises):
+  exact counts 1..8 and claims beyond the 32-device limit across several device entries; several device entries per
+  class including a second driver (RDMA NICs); per-device ``instances`` (pcieRoot, numaNode, nvlinkDomain,
+  productName, memory); CEL selectors over attributes, capacity (``compareTo(quantity(...))``), versions and the
+  driver; ``allocation_mode: All`` matching some, zero or too many devices; ``first_available`` with 2-3 alternatives
+  where the first, a later or none fits; ``constraints`` with ``match_attribute`` over one request, several requests,
+  every request, a ``first_available`` parent or one of its alternatives, and over attributes some devices lack.
+
+Every request names its DeviceClass explicitly; the local fleet creates one DeviceClass per name that selects the
+devices of the driver (scripts/localfleet device_classes()), and every class here uses the driver's name as its
+device class name, so DeviceClass and driver coincide.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+GPU = "gpu.nvidia.com"
+NIC = "rdma.example.com"
+STD = "resource.kubernetes.io"  # the standard attribute domain (resource.kubernetes.io/pcieRoot)
+GPU_CLASS = GPU
+NIC_CLASS = NIC
+
+PRODUCTS: dict[str, dict[str, Any]] = {
+    "H100": {"productName": "NVIDIA H100 80GB HBM3", "architecture": "Hopper", "cc": "9.0.0", "memory": "81559Mi"},
+    "A100": {"productName": "NVIDIA A100-SXM4-40GB", "architecture": "Ampere", "cc": "8.0.0", "memory": "40960Mi"},
+    "A100-80": {"productName": "NVIDIA A100-SXM4-80GB", "architecture": "Ampere", "cc": "8.0.0", "memory": "81920Mi"},
+    "L4": {"productName": "NVIDIA L4", "architecture": "Ada Lovelace", "cc": "8.9.0", "memory": "23034Mi"},
+}
+
+
+@dataclass
+class Pair:
+    """One differential case: a class, a member's node_selector, and what it exercises."""
+
+    id: str
+    class_name: str
+    node_selector: dict[str, Any]
+    features: list[str] = field(default_factory=list)
+
+    @property
+    def pool(self) -> str:
+        return self.id
+
+    @property
+    def node(self) -> str:
+        """The Node scripts/localfleet creates for this pair's pool (node_count 1)."""
+        return f"{self.id}-0"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Classes
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _s(v: str) -> dict[str, str]:
+    return {"string": v}
+
+
+def _i(v: int) -> dict[str, int]:
+    return {"int": v}
+
+
+def gpu_entry(name: str, product: str, count: int, instances: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    p = PRODUCTS[product]
+    entry: dict[str, Any] = {
+        "name": name,
+        "claim": "DRA",
+        "driver": GPU,
+        "device_class_name": GPU_CLASS,
+        "count": count,
+        "attributes": {
+            "productName": _s(p["productName"]),
+            "architecture": _s(p["architecture"]),
+            "cudaComputeCapability": {"version": p["cc"]},
+        },
+        "capacity": {"memory": {"value": p["memory"]}},
+    }
+    if instances is not None:
+        assert len(instances) == count
+        entry["instances"] = instances
+    return entry
+
+
+def nic_entry(name: str, count: int, instances: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": name,
+        "claim": "DRA",
+        "driver": NIC,
+        "device_class_name": NIC_CLASS,
+        "count": count,
+        "attributes": {"linkType": _s("InfiniBand"), "rateGbps": _i(400)},
+    }
+    if instances is not None:
+        assert len(instances) == count
+        entry["instances"] = instances
+    return entry
+
+
+def _gpu_locality(i: int, roots: int, numas: int, per_root: int, nvlink: list[int] | None) -> dict[str, Any]:
+    """A GPU's locality attributes: pcieRoot both in the driver's domain and the standard one."""
+    root = f"pci{(i // per_root) % roots:04x}:00"
+    attrs: dict[str, Any] = {
+        "pcieRoot": _s(root),
+        f"{STD}/pcieRoot": _s(root),
+        "numaNode": _i((i * numas) // max(1, roots * per_root) % numas),
+        "index": _i(i),
+    }
+    if nvlink is not None and nvlink[i] >= 0:
+        attrs["nvlinkDomain"] = _i(nvlink[i])
+    return {"attributes": attrs}
+
+
+def _nic_locality(i: int, roots: int, numas: int) -> dict[str, Any]:
+    root = f"pci{i % roots:04x}:00"
+    # The NIC's own (rdma.example.com) pcieRoot and the standard one; never gpu.nvidia.com/pcieRoot.
+    return {"attributes": {"pcieRoot": _s(root), f"{STD}/pcieRoot": _s(root), "numaNode": _i((i * numas) // roots)}}
+
+
+def make_classes(rng: random.Random) -> dict[str, dict[str, Any]]:
+    """The inference classes of the differential fleet: fixed families plus seeded random ones."""
+    classes: dict[str, dict[str, Any]] = {}
+
+    def add(name: str, devices: list[dict[str, Any]]) -> None:
+        classes[name] = {"description": f"dra-diff {name}", "devices": devices}
+
+    # HGX H100: 8 GPUs, 2 per PCIe root, 4 per NUMA node, one NVLink domain; 4 NICs, one per root.
+    add(
+        "hgx-h100",
+        [
+            gpu_entry("gpu", "H100", 8, [_gpu_locality(i, 4, 2, 2, [0] * 8) for i in range(8)]),
+            nic_entry("nic", 4, [_nic_locality(i, 4, 2) for i in range(4)]),
+        ],
+    )
+    # The same box split into two NVLink domains of 4, and only 2 NICs (roots 0 and 2).
+    add(
+        "hgx-h100-split",
+        [
+            gpu_entry("gpu", "H100", 8, [_gpu_locality(i, 4, 2, 2, [i // 4] * 8) for i in range(8)]),
+            nic_entry("nic", 2, [_nic_locality(2 * i, 4, 2) for i in range(2)]),
+        ],
+    )
+    # "H100 else two A100s": one H100 and two A100 entries of one device each, on different roots.
+    add(
+        "mixed-h100-a100",
+        [
+            gpu_entry("h100", "H100", 1, [_gpu_locality(0, 3, 1, 1, [0, -1, -1])]),
+            gpu_entry("a100a", "A100", 1, [_gpu_locality(1, 3, 1, 1, [-1, 1, -1])]),
+            gpu_entry("a100b", "A100", 1, [_gpu_locality(2, 3, 1, 1, [-1, -1, 1])]),
+        ],
+    )
+    # Four A100s whose memory differs per device (two 40 GB, two 80 GB): per-device productName and capacity.
+    add(
+        "a100x4-mixedmem",
+        [
+            gpu_entry(
+                "gpu",
+                "A100",
+                4,
+                [
+                    {
+                        "attributes": {
+                            "pcieRoot": _s(f"pci{i // 2:04x}:00"),
+                            "numaNode": _i(i // 2),
+                            **({"productName": _s(PRODUCTS["A100-80"]["productName"])} if i >= 2 else {}),
+                        },
+                        **({"capacity": {"memory": {"value": PRODUCTS["A100-80"]["memory"]}}} if i >= 2 else {}),
+                    }
+                    for i in range(4)
+                ],
+            )
+        ],
+    )
+    # Only some GPUs are on an NVLink domain (the attribute is missing on the others).
+    add(
+        "sparse-nvlink",
+        [gpu_entry("gpu", "H100", 4, [_gpu_locality(i, 2, 1, 2, [0, 0, -1, -1]) for i in range(4)])],
+    )
+    # Plain identical devices (no instances).
+    for n in (1, 2, 4):
+        add(f"l4x{n}", [gpu_entry("gpu", "L4", n)])
+    add("l4x2-nic2", [gpu_entry("gpu", "L4", 2), nic_entry("nic", 2)])
+    # Wide: 3 entries of 16 identical L4s (48 devices): claims beyond the 32-device limit across entries.
+    add("wide-l4x48", [gpu_entry(f"gpu{k}", "L4", 16) for k in range(3)])
+    # Wide with a second driver: 24 GPUs in two entries and 12 NICs.
+    add(
+        "wide-mixed",
+        [gpu_entry("gpua", "L4", 12), gpu_entry("gpub", "A100", 12), nic_entry("nic", 12)],
+    )
+
+    # Seeded random classes: 1-3 GPU entries, optional NICs, per-device locality.
+    for k in range(8):
+        devices: list[dict[str, Any]] = []
+        entries = rng.randint(1, 3)
+        products = rng.sample(sorted(PRODUCTS), entries)
+        offset = 0
+        roots = rng.choice([1, 2, 4])
+        for e, product in enumerate(products):
+            count = rng.choice([1, 2, 2, 4, 4, 8])
+            with_instances = rng.random() < 0.7
+            nvl = [rng.choice([0, 0, 1, -1]) for _ in range(offset + count)]
+            per_root = rng.choice([1, 2])
+            numas = rng.choice([1, 2])
+            devices.append(
+                gpu_entry(
+                    f"g{e}",
+                    product,
+                    count,
+                    [_gpu_locality(offset + i, roots, numas, per_root, nvl) for i in range(count)]
+                    if with_instances
+                    else None,
+                )
+            )
+            offset += count
+        if rng.random() < 0.6:
+            n = rng.randint(1, 4)
+            devices.append(nic_entry("nic", n, [_nic_locality(i, roots, 1) for i in range(n)]))
+        add(f"rand-{k}", devices)
+    return classes
+
+
+def slice_devices(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ResourceSlice devices a class entry publishes (design.md §2a), for the generator's own choices."""
+    out = []
+    for i in range(entry.get("count", 1)):
+        inst = (entry.get("instances") or [{}] * entry.get("count", 1))[i]
+        out.append(
+            {
+                "name": f"{entry['name']}-{i}",
+                "driver": entry["driver"],
+                "attributes": {**entry.get("attributes", {}), **inst.get("attributes", {})},
+                "capacity": {**entry.get("capacity", {}), **inst.get("capacity", {})},
+            }
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Requests
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _attr(name: str, domain: str = GPU) -> str:
+    return f'device.attributes["{domain}"].{name}'
+
+
+SEL_PRODUCT = {p: f'{_attr("productName")} == "{v["productName"]}"' for p, v in PRODUCTS.items()}
+SEL_HOPPER = f'{_attr("architecture")} == "Hopper"'
+SEL_AMPERE = f'{_attr("architecture")} == "Ampere"'
+SEL_IS_GPU = f'device.driver == "{GPU}"'
+SEL_IS_NIC = f'device.driver == "{NIC}"'
+
+
+def sel_mem_at_least(q: str) -> str:
+    return f'device.capacity["{GPU}"].memory.compareTo(quantity("{q}")) >= 0'
+
+
+def sel_cc_at_least(v: str) -> str:
+    return f'{_attr("cudaComputeCapability")}.compareTo(semver("{v}")) >= 0'
+
+
+def sel_numa(n: int, domain: str = GPU) -> str:
+    return f"{_attr('numaNode', domain)} == {n}"
+
+
+def sel_root(root: str) -> str:
+    return f'device.attributes["{STD}"].pcieRoot == "{root}"'
+
+
+def req(
+    name: str, count: int | None = 1, selectors: list[str] | None = None, *, klass: str = GPU_CLASS, all_: bool = False
+) -> dict[str, Any]:
+    """A node_selector device request (design.md §3a); ``all_`` for allocation_mode All (no count)."""
+    out: dict[str, Any] = {"name": name, "device_class_name": klass}
+    if all_:
+        out["allocation_mode"] = "All"
+    else:
+        out["count"] = count
+    out["selectors"] = [{"cel": s} for s in (selectors or [])]
+    return out
+
+
+def first_available(name: str, *alternatives: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "first_available": list(alternatives)}
+
+
+def match(attribute: str, *requests: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"match_attribute": attribute}
+    if requests:
+        out["requests"] = list(requests)
+    return out
+
+
+def selector(devices: list[dict[str, Any]], constraints: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"devices": devices}
+    if constraints:
+        out["constraints"] = constraints
+    return out
+
+
+def _gpu_selectors(rng: random.Random, devs: list[dict[str, Any]]) -> list[str]:
+    """0-2 selectors drawn from what the class's GPUs look like (so that they are true for some, false for others)."""
+    pool = [SEL_IS_GPU, SEL_HOPPER, SEL_AMPERE, sel_mem_at_least(rng.choice(["16Gi", "40Gi", "64Gi", "80Gi"]))]
+    pool.append(sel_cc_at_least(rng.choice(["8.0.0", "8.9.0", "9.0.0"])))
+    products = sorted({d["attributes"]["productName"]["string"] for d in devs if "productName" in d["attributes"]})
+    pool += [f'{_attr("productName")} == "{p}"' for p in products]
+    if any("numaNode" in d["attributes"] for d in devs):
+        pool.append(sel_numa(rng.choice([0, 1])))
+    k = rng.choice([0, 1, 1, 2])
+    return rng.sample(pool, k)
+
+
+def requests_for(name: str, klass: dict[str, Any], rng: random.Random) -> list[tuple[list[str], dict[str, Any]]]:
+    """Request sets for one class: (features, node_selector) with parameters drawn around the class's contents."""
+    devices = [d for e in klass["devices"] for d in slice_devices(e)]
+    gpus = [d for d in devices if d["driver"] == GPU]
+    nics = [d for d in devices if d["driver"] == NIC]
+    n_gpu, n_nic = len(gpus), len(nics)
+    out: list[tuple[list[str], dict[str, Any]]] = []
+
+    def add(features: list[str], ns: dict[str, Any]) -> None:
+        out.append((features, ns))
+
+    # Exact counts with selectors, around the number of GPUs the node has.
+    for _ in range(4):
+        c = rng.randint(1, 8)
+        add(["exact", "selectors"], selector([req("gpu", c, _gpu_selectors(rng, gpus))]))
+    # Several requests over several entries / both drivers.
+    if n_nic:
+        add(
+            ["exact", "two-drivers"],
+            selector(
+                [
+                    req("gpu", rng.randint(1, max(1, n_gpu)), [SEL_IS_GPU]),
+                    req("nic", rng.randint(1, 3), klass=NIC_CLASS),
+                ]
+            ),
+        )
+    add(
+        ["exact", "multi-request"],
+        selector(
+            [
+                req("a", rng.randint(1, 4), _gpu_selectors(rng, gpus)),
+                req("b", rng.randint(1, 4), _gpu_selectors(rng, gpus)),
+            ]
+        ),
+    )
+    # allocation_mode All: matching some devices, none, or overlapping an exact request.
+    if n_nic:
+        add(["all"], selector([req("gpu", 1), req("nic", None, klass=NIC_CLASS, all_=True)]))
+    add(["all", "all-none"], selector([req("gpu", None, [f'{_attr("productName")} == "no such GPU"'], all_=True)]))
+    add(["all"], selector([req("gpu", None, _gpu_selectors(rng, gpus)[:1], all_=True)]))
+    add(["all", "all-overlap"], selector([req("one", 1), req("rest", None, [SEL_IS_GPU], all_=True)]))
+    # first_available: the first, a later, or no alternative fits.
+    alts = [
+        req("h100", 1, [SEL_PRODUCT["H100"]]),
+        req("a100x2", 2, [SEL_AMPERE]),
+        req("l4x4", 4, [SEL_PRODUCT["L4"]]),
+    ]
+    rng.shuffle(alts)
+    add(["first-available"], selector([first_available("accel", *alts[: rng.choice([2, 3])])]))
+    add(
+        ["first-available", "first-too-big"],
+        # One more than the node has (beyond 12 GPUs: beyond the claim limit, or upstream's exhaustive search of an
+        # infeasible count over n identical devices, 2^n steps, outlasts the scheduler's 10 s filter timeout).
+        selector(
+            [first_available("accel", req("many", n_gpu + 1 if n_gpu <= 12 else 33), req("some", max(1, n_gpu // 2)))]
+        ),
+    )
+    # Constraints over one request (locality of a TP group).
+    attrs = ["pcieRoot", "numaNode", "nvlinkDomain", "productName"]
+    for attr in rng.sample(attrs, 2):
+        c = rng.choice([2, 2, 4, 8])
+        add(["constraints", "match-one"], selector([req("gpu", c)], [match(f"{GPU}/{attr}", "gpu")]))
+    if n_nic:
+        # GPU + NIC on the same PCIe root (standard attribute), named and implicit (all requests).
+        c = rng.choice([1, 2, 2, 4])
+        add(
+            ["constraints", "match-several", "two-drivers"],
+            selector([req("gpu", c), req("nic", 1, klass=NIC_CLASS)], [match(f"{STD}/pcieRoot", "gpu", "nic")]),
+        )
+        add(
+            ["constraints", "match-all-requests", "two-drivers"],
+            selector([req("gpu", rng.choice([1, 2])), req("nic", 1, klass=NIC_CLASS)], [match(f"{STD}/pcieRoot")]),
+        )
+        # The NIC lacks gpu.nvidia.com/pcieRoot (it publishes rdma.example.com/pcieRoot): never satisfiable.
+        add(
+            ["constraints", "match-missing-attr", "two-drivers"],
+            selector([req("gpu", 1), req("nic", 1, klass=NIC_CLASS)], [match(f"{GPU}/pcieRoot", "gpu", "nic")]),
+        )
+        # All NICs on one root as the GPUs.
+        add(
+            ["constraints", "all", "two-drivers"],
+            selector(
+                [req("gpu", 1), req("nic", None, klass=NIC_CLASS, all_=True)], [match(f"{STD}/pcieRoot", "gpu", "nic")]
+            ),
+        )
+    # Constraint over a first_available parent, and over one alternative.
+    add(
+        ["constraints", "first-available", "match-parent"],
+        selector(
+            [
+                req("gpu", 1, [SEL_HOPPER]),
+                first_available("peer", req("same", 1, [SEL_HOPPER]), req("any", 1, [SEL_AMPERE])),
+            ],
+            [match(f"{GPU}/{rng.choice(['pcieRoot', 'nvlinkDomain', 'numaNode'])}", "gpu", "peer")],
+        ),
+    )
+    add(
+        ["constraints", "first-available", "match-subrequest"],
+        selector(
+            [first_available("tp", req("four", 4), req("two", 2)), req("extra", 1)],
+            [match(f"{GPU}/{rng.choice(['nvlinkDomain', 'numaNode'])}", "tp/four")],
+        ),
+    )
+    # An attribute only some devices have (nvlinkDomain is missing on some GPUs of several classes).
+    add(
+        ["constraints", "match-missing-attr"],
+        selector([req("gpu", rng.choice([2, 3]))], [match(f"{GPU}/nvlinkDomain")]),
+    )
+    return out
+
+
+def over_limit_requests(rng: random.Random, n_gpu: int) -> list[tuple[list[str], dict[str, Any]]]:
+    """Request sets for the wide classes: claims around the 32-device limit across several entries.
+
+    Only counts the node can hold, or counts beyond the limit: an infeasible count below the limit over n identical
+    devices makes upstream's exhaustive search take ~2^n steps (beyond the scheduler's filter timeout for n = 24)."""
+    out: list[tuple[list[str], dict[str, Any]]] = []
+    for total in (30, 32, 33, 40):
+        if total <= 32 < n_gpu or total > 32:
+            a = rng.randint(total // 3, total // 2)
+            out.append((["exact", "limit"], selector([req("a", a), req("b", total - a)])))
+    out.append((["exact", "limit"], selector([req("gpu", min(32, n_gpu))])))
+    out.append((["exact", "limit"], selector([req("gpu", 33)])))
+    # A first alternative beyond the limit is skipped; the second fits.
+    out.append((["first-available", "limit"], selector([first_available("gpus", req("x40", 40), req("x24", 24))])))
+    rest = min(8, n_gpu - 20)
+    out.append(
+        (
+            ["first-available", "limit"],
+            selector([req("a", 20), first_available("b", req("x16", 16), req(f"x{rest}", rest))]),
+        )
+    )
+    # All matching more devices than one claim may hold.
+    out.append((["all", "limit"], selector([req("gpu", None, [SEL_IS_GPU], all_=True)])))
+    out.append(
+        (["all", "limit"], selector([req("gpu", None, [SEL_PRODUCT["L4"]], all_=True), req("nic", 1, klass=NIC_CLASS)]))
+    )
+    return out
+
+
+def generate(seed: int = 12, repeat: int = 1) -> tuple[dict[str, dict[str, Any]], list[Pair]]:
+    """Classes and pairs; deterministic for a seed. ``repeat`` draws that many request sets per class and family."""
+    rng = random.Random(seed)
+    classes = make_classes(rng)
+    pairs: list[Pair] = []
+    for _ in range(repeat):
+        for name in sorted(classes):
+            sets = requests_for(name, classes[name], rng)
+            if name.startswith("wide"):
+                sets += over_limit_requests(
+                    rng, sum(d.get("count", 1) for d in classes[name]["devices"] if d["driver"] == GPU)
+                )
+            for features, ns in sets:
+                pairs.append(Pair(f"p{len(pairs):03d}", name, copy.deepcopy(ns), features))
+    return classes, pairs
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The member's requests in placement's replica-record shape, and the ResourceClaim spec.devices they render to
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def record_requests(node_selector: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(device_requests, constraints)`` of a node_selector in the replica-record shape (design.md §4, §3a)."""
+
+    def exact(r: dict[str, Any]) -> dict[str, Any]:
+        mode = r.get("allocation_mode", "ExactCount")
+        return {
+            "name": r["name"],
+            "device_class_name": r["device_class_name"],
+            "allocation_mode": mode,
+            "count": None if mode == "All" else r.get("count", 1),
+            "selectors": [s["cel"] for s in r.get("selectors", [])],
+        }
+
+    requests = []
+    for r in node_selector.get("devices", []):
+        if "first_available" in r:
+            requests.append({"name": r["name"], "first_available": [exact(s) for s in r["first_available"]]})
+        else:
+            requests.append(exact(r))
+    constraints = [
+        {"requests": list(c.get("requests", [])), "match_attribute": c["match_attribute"]}
+        for c in node_selector.get("constraints", [])
+    ]
+    return requests, constraints
+
+
+def claim_devices_by_hand(device_requests: list[dict[str, Any]], constraints: list[dict[str, Any]]) -> dict[str, Any]:
+    """ResourceClaim ``spec.devices`` written out independently of render.py (the oracle's own reading of the API)."""
+
+    def exactly(r: dict[str, Any]) -> dict[str, Any]:
+        mode = r.get("allocation_mode") or "ExactCount"
+        out: dict[str, Any] = {"deviceClassName": r["device_class_name"], "allocationMode": mode}
+        if mode == "ExactCount":
+            out["count"] = r["count"]
+        if r["selectors"]:
+            out["selectors"] = [{"cel": {"expression": s}} for s in r["selectors"]]
+        return out
+
+    requests = []
+    for r in device_requests:
+        if "first_available" in r:
+            requests.append(
+                {"name": r["name"], "firstAvailable": [{"name": s["name"], **exactly(s)} for s in r["first_available"]]}
+            )
+        else:
+            requests.append({"name": r["name"], "exactly": exactly(r)})
+    out: dict[str, Any] = {"requests": requests}
+    if constraints:
+        out["constraints"] = [
+            {**({"requests": c["requests"]} if c["requests"] else {}), "matchAttribute": c["match_attribute"]}
+            for c in constraints
+        ]
+    return out
+
+
+def summary(pairs: list[Pair]) -> dict[str, int]:
+    """How many pairs exercise each feature."""
+    out: dict[str, int] = {}
+    for p in pairs:
+        for f in p.features:
+            out[f] = out.get(f, 0) + 1
+    return dict(sorted(out.items()))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The local fleet's inventory: one cluster, one single-node pool per pair
+# --------------------------------------------------------------------------------------------------------------------
+
+CLUSTER = "dra-diff"
+
+
+def write_inventory(directory: Any, classes: dict[str, dict[str, Any]], pairs: list[Pair]) -> Any:
+    """An inventory for scripts/localfleet: host ``dra-diff`` with one pool (node_count 1) per pair. Returns hosts.yml."""
+    import json
+    from pathlib import Path
+
+    root = Path(directory)
+    (root / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
+    (root / "host_vars").mkdir(parents=True, exist_ok=True)
+    # JSON is YAML: no YAML library needed, and the files are exact.
+    hosts = {"all": {"children": {"gpufleet_clusters": {"hosts": {CLUSTER: None}}}}}
+    (root / "hosts.yml").write_text(json.dumps(hosts, indent=1) + "\n")
+    (root / "group_vars" / "all" / "inference_classes.yml").write_text(
+        json.dumps({"gpufleet_inference_classes": classes}, indent=1, sort_keys=True) + "\n"
+    )
+    host = {
+        "ansible_connection": "local",
+        "gpufleet_provider": "existing",
+        "gpufleet_node_pools": [{"name": p.pool, "class": p.class_name, "node_count": 1} for p in pairs],
+    }
+    (root / "host_vars" / f"{CLUSTER}.yml").write_text(json.dumps(host, indent=1) + "\n")
+    return root / "hosts.yml"
+
+
+def basic(classes: dict[str, dict[str, Any]], pairs: list[Pair]) -> tuple[dict[str, dict[str, Any]], list[Pair]]:
+    """Only what predates design.md §2a/§3a: classes without ``instances``, pairs of exact counts and selectors."""
+    stripped = {
+        n: {**c, "devices": [{k: v for k, v in d.items() if k != "instances"} for d in c["devices"]]}
+        for n, c in classes.items()
+    }
+    plain = [
+        p
+        for p in pairs
+        if not p.node_selector.get("constraints")
+        and all("first_available" not in r and "allocation_mode" not in r for r in p.node_selector["devices"])
+    ]
+    return stripped, plain
+
+
+if __name__ == "__main__":  # write the inventory, to bring a fleet up by hand: localfleet up DIR/hosts.yml STATE
+    import sys
+
+    generated = generate(int(sys.argv[2]) if len(sys.argv) > 2 else 12)
+    print(write_inventory(sys.argv[1], *(basic(*generated) if "--basic" in sys.argv else generated)))
