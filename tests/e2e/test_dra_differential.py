@@ -1,0 +1,172 @@
+"""Differential test of placement's DRA matching against the real kube-scheduler (issue 12, design.md §3a).
+
+For a seeded set of (inference class, member request set) pairs covering every DRA feature placement models
+(tests/lib/dra_pairs.py), placement's verdict "this pool fits" must equal whether the real kube-scheduler 1.36
+allocates the rendered ResourceClaim on a node of that pool — in both directions.
+
+The module brings up its own local fleet of one cluster (scripts/localfleet) whose inventory has one single-node pool
+per pair, so every pair owns a node: its claim and its pod (pinned to that node) cannot interfere with another
+pair's. All claims and pods are created at once and polled (tests/lib/dra_oracle.py).
+
+Set GPUFLEET_DRA_DIFF_STATE to the state directory of a fleet already brought up from the generated inventory
+(``python tests/lib/dra_pairs.py DIR`` writes it; then ``scripts/localfleet up DIR/hosts.yml STATE``) to reuse it.
+GPUFLEET_DRA_DIFF_SEED changes the seed (default 12).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LOCALFLEET, REPO
+
+sys.path.insert(0, str(REPO / ".venv" / "collections"))
+sys.path.insert(0, str(REPO / "tests" / "lib"))
+import dra_pairs
+from dra_oracle import Case, Oracle, Verdict
+
+from ansible_collections.gpufleet.serving.plugins.module_utils import render
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
+from ansible_collections.gpufleet.serving.plugins.module_utils.placement import place
+
+SEED = int(os.environ.get("GPUFLEET_DRA_DIFF_SEED", "12"))
+KUBERNETES_VERSION = "1.36"
+
+
+@pytest.fixture(scope="module")
+def generated() -> tuple[dict[str, dict[str, Any]], list[dra_pairs.Pair]]:
+    return dra_pairs.generate(SEED)
+
+
+@pytest.fixture(scope="module")
+def dra_fleet(
+    tmp_path_factory: pytest.TempPathFactory, generated: tuple[dict[str, Any], list[dra_pairs.Pair]]
+) -> Iterator[Path]:
+    """The state directory of a running one-cluster fleet with a node per pair."""
+    reuse = os.environ.get("GPUFLEET_DRA_DIFF_STATE")
+    if reuse:
+        state = Path(reuse).resolve()
+        subprocess.run([sys.executable, str(LOCALFLEET), "status", str(state)], check=True)
+        yield state
+        return
+    work = tmp_path_factory.mktemp("dra-diff")
+    inventory = dra_pairs.write_inventory(work / "inventory", *generated)
+    state = work / "fleet"
+    subprocess.run([sys.executable, str(LOCALFLEET), "up", str(inventory), str(state)], check=True)
+    try:
+        yield state
+    finally:
+        subprocess.run([sys.executable, str(LOCALFLEET), "down", str(state)], check=False)
+
+
+def _deployment(pair: dra_pairs.Pair) -> dict[str, Any]:
+    return {
+        "name": "dra-diff",
+        "namespace": "dra-diff",
+        "replicas": 1,
+        "engines": [
+            {
+                "name": "main",
+                "copies": 1,
+                "members": [
+                    {
+                        "role": "Standalone",
+                        "node_selector": pair.node_selector,
+                        "template": {"spec": {"containers": [{"name": "engine", "image": "vllm"}]}},
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def placement_verdict(pair: dra_pairs.Pair, classes: dict[str, Any]) -> tuple[bool, str, dict[str, Any] | None]:
+    """(fits, placement's explanation, the placed member record) for the pair's pool alone."""
+    cluster = {
+        "name": dra_pairs.CLUSTER,
+        "pools": [{"name": pair.pool, "class": pair.class_name, "nodes": 1}],
+        "kubernetes_version": KUBERNETES_VERSION,
+    }
+    try:
+        result = place(deployment=_deployment(pair), clusters=[cluster], classes=classes, replicas=[])
+    except FleetValidationError as exc:
+        return False, f"validation: {exc}", None
+    if result["scheduled"] == 1:
+        member = result["replicas"][0]["engines"][0]["members"][0]
+        return True, json.dumps(member.get("device_requests")), member
+    why = json.dumps(result["unschedulable"], sort_keys=True) if result["unschedulable"] else ""
+    return False, f"{result['condition'].get('message', '')} {why}".strip(), None
+
+
+def claim_devices(pair: dra_pairs.Pair, member: dict[str, Any] | None) -> dict[str, Any]:
+    """The ResourceClaim spec.devices the collection renders for the pair: from placement's member record when it
+    placed the pair, else from the member's own requests (what it would render had placement said yes)."""
+    requests, constraints = dra_pairs.record_requests(pair.node_selector)
+    if member is not None:
+        requests = member["device_requests"]
+        constraints = member.get("constraints", constraints)
+    renderer = getattr(render, "claim_devices", None)
+    if renderer is None:  # before render.claim_devices exists (issue 12): the test's own rendering
+        return dra_pairs.claim_devices_by_hand(requests, constraints)
+    return renderer(requests, constraints)
+
+
+def test_placement_agrees_with_kube_scheduler(
+    dra_fleet: Path, generated: tuple[dict[str, Any], list[dra_pairs.Pair]]
+) -> None:
+    classes, pairs = generated
+    t0 = time.monotonic()
+    verdicts: dict[str, tuple[bool, str]] = {}
+    cases = []
+    for pair in pairs:
+        fits, why, member = placement_verdict(pair, classes)
+        verdicts[pair.id] = (fits, why)
+        cases.append(Case(pair.id, pair.node, claim_devices(pair, member)))
+    t_place = time.monotonic() - t0
+
+    oracle = Oracle(str(dra_fleet / "kubeconfigs" / dra_pairs.CLUSTER))
+    nodes = {n.metadata.name for n in oracle.core.list_node().items}
+    missing = sorted({p.node for p in pairs} - nodes)
+    assert not missing, f"the fleet has no node for {len(missing)} pairs (brought up from another seed?): {missing[:5]}"
+    t1 = time.monotonic()
+    oracle_verdicts: dict[str, Verdict] = oracle.run(cases)
+    t_oracle = time.monotonic() - t1
+
+    disagreements = []
+    by_feature: dict[str, list[int]] = {}
+    for pair, case in zip(pairs, cases, strict=True):
+        fits, why = verdicts[pair.id]
+        truth = oracle_verdicts[pair.id]
+        agree = fits == truth.allocated
+        for f in pair.features:
+            by_feature.setdefault(f, [0, 0])[0 if agree else 1] += 1
+        if not agree:
+            disagreements.append(
+                f"--- {pair.id} class {pair.class_name} [{', '.join(pair.features)}]\n"
+                f"    placement: {'fits' if fits else 'does not fit'}: {why}\n"
+                f"    kube-scheduler: {'allocated ' + ' '.join(truth.devices) if truth.allocated else 'not allocated'}"
+                f"{' (' + truth.reason + ')' if truth.reason else ''}: {truth.message}\n"
+                f"    node_selector: {json.dumps(pair.node_selector)}\n"
+                f"    claim spec.devices: {json.dumps(case.devices)}\n"
+                f"    class devices: {json.dumps(classes[pair.class_name]['devices'])}"
+            )
+    n = len(pairs)
+    fit = sum(1 for v in oracle_verdicts.values() if v.allocated)
+    agreement = 100.0 * (n - len(disagreements)) / n
+    print(
+        f"\npairs={n} fits={fit} agreement={agreement:.1f}% (placement {t_place:.1f}s, kube-scheduler {t_oracle:.1f}s)"
+    )
+    print("per feature (agree, disagree): " + ", ".join(f"{k}={v[0]}/{v[1]}" for k, v in sorted(by_feature.items())))
+    for d in disagreements:
+        print(d)
+    oracle.cleanup()
+    assert not disagreements, f"{len(disagreements)} of {n} pairs disagree (see above)"
+    # Both verdicts must be well represented, or the test proves little.
+    assert n * 0.25 <= fit <= n * 0.75, f"unbalanced pairs: {fit} of {n} fit"
