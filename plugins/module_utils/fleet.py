@@ -72,6 +72,8 @@ class Fleet:
             item = c.model_dump(by_alias=True, exclude_none=True)
             # Each cluster once: its node pools as placement reads them (name, class, nodes) with the class's devices.
             item.pop("node_pools", None)
+            if c.declared_version is not None:
+                item["kubernetes_version"] = c.declared_version
             item["pools"] = [
                 {
                     "name": p.name,

@@ -152,6 +152,8 @@ def fleet_clusters(
             "taints": list(c.get("taints", [])),
             "ready": c.get("ready", True),
         }
+        if c.get("kubernetes_version") is not None:
+            item["kubernetes_version"] = c["kubernetes_version"]
         if c["name"] in unreachable:
             item["ready"] = False
         if c["name"] in drained:

@@ -103,6 +103,14 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 QUALIFIED_DOMAIN_MAX = 63
 DRIVER_NAME_MAX = 63
 
+# Kubernetes' limits on ResourceClaims and ResourceSlices (k8s.io/api/resource/v1 types.go).
+CLAIM_DEVICES_MAX = 32  # AllocationResultsMaxSize: devices one claim can be allocated
+DEVICE_REQUESTS_MAX = 32  # DeviceRequestsMaxSize
+DEVICE_CONSTRAINTS_MAX = 32  # DeviceConstraintsMaxSize
+DEVICE_SELECTORS_MAX = 32  # DeviceSelectorsMaxSize
+FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize
+SLICE_DEVICES_MAX = 128  # ResourceSliceMaxDevices: devices one driver publishes for a node in one slice
+
 # A query parameter whose name looks like it carries a credential (presigned S3/GCS/Azure URLs, API keys, tokens).
 _CREDENTIAL_PARAM_RE = re.compile(r"(sig|signature|token|credential|secret|passw|pwd|auth|key|session)", re.IGNORECASE)
 
@@ -218,6 +226,26 @@ class CapacityValue(_Strict):
     _check = field_validator("value", mode="before")(classmethod(lambda cls, v: check_quantity(v)))
 
 
+def _check_qualified_names(v: dict[str, Any]) -> dict[str, Any]:
+    for key in v:
+        match = QUALIFIED_NAME_RE.match(key)
+        if not match or len(match.group("domain") or "") > QUALIFIED_DOMAIN_MAX:
+            raise ValueError(
+                f"{key!r} is not a DRA attribute/capacity name: a C identifier of at most 32 characters, "
+                f"optionally prefixed by a domain of at most {QUALIFIED_DOMAIN_MAX} characters (example.com/name)"
+            )
+    return v
+
+
+class DeviceInstance(_Strict):
+    """One device of a class entry whose devices differ (design.md §2a): values overlaid on the shared ones."""
+
+    attributes: dict[str, AttributeValue] = Field(default_factory=dict)
+    capacity: dict[str, CapacityValue] = Field(default_factory=dict)
+
+    _qualified = field_validator("attributes", "capacity")(classmethod(lambda cls, v: _check_qualified_names(v)))
+
+
 class Device(_Strict):
     """One kind of device on a node of the class, as a ResourceSlice would publish it."""
 
@@ -228,6 +256,8 @@ class Device(_Strict):
     count: StrictInt = Field(default=1, ge=1, le=128)
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
     capacity: dict[str, CapacityValue] = Field(default_factory=dict)
+    # design.md §2a: the ``count`` devices one by one, each overlaid over the shared attributes and capacity.
+    instances: list[DeviceInstance] | None = None
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
     _driver = field_validator("driver")(classmethod(lambda cls, v: _check_driver(v)))
@@ -240,14 +270,16 @@ class Device(_Strict):
     @field_validator("attributes", "capacity")
     @classmethod
     def _qualified(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for key in v:
-            match = QUALIFIED_NAME_RE.match(key)
-            if not match or len(match.group("domain") or "") > QUALIFIED_DOMAIN_MAX:
-                raise ValueError(
-                    f"{key!r} is not a DRA attribute/capacity name: a C identifier of at most 32 characters, "
-                    f"optionally prefixed by a domain of at most {QUALIFIED_DOMAIN_MAX} characters (example.com/name)"
-                )
-        return v
+        return _check_qualified_names(v)
+
+    @model_validator(mode="after")
+    def _instances_count(self) -> Device:
+        if self.instances is not None and len(self.instances) != self.count:
+            raise ValueError(
+                f"instances lists {len(self.instances)} device(s) but count is {self.count}: list every device "
+                "once, in order (device i is named <name>-<i>)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _claim_needs_class(self) -> Device:
@@ -271,6 +303,21 @@ class Device(_Strict):
             "attributes": {k: v.as_k8s() for k, v in self.attributes.items()},
             "capacity": {k: {"value": v.value} for k, v in self.capacity.items()},
         }
+
+    def slice_devices(self) -> list[dict[str, Any]]:
+        """The entry's ``count`` devices as a ResourceSlice publishes them (design.md §2a): device ``i`` is named
+        ``<name>-<i>`` and has the shared attributes and capacity overlaid with ``instances[i]``."""
+        base = self.as_resource_slice_device()
+        out = []
+        for i in range(self.count):
+            attributes = dict(base["attributes"])
+            capacity = dict(base["capacity"])
+            if self.instances is not None:
+                inst = self.instances[i]
+                attributes.update({k: v.as_k8s() for k, v in inst.attributes.items()})
+                capacity.update({k: {"value": v.value} for k, v in inst.capacity.items()})
+            out.append({"name": f"{self.name}-{i}", "driver": self.driver, "attributes": attributes, "capacity": capacity})
+        return out
 
 
 class GkeAccelerator(_Strict):
@@ -326,6 +373,22 @@ class InferenceClass(_Strict):
     @classmethod
     def _unique_devices(cls, v: list[Device]) -> list[Device]:
         _no_duplicates([d.name for d in v], "device name")
+        published = {f"{d.name}-{i}": d.name for d in v for i in range(d.count)}
+        for d in v:
+            if d.name in published and published[d.name] != d.name:
+                raise ValueError(
+                    f"device name {d.name!r} is also the name of device {d.name!r} of entry {published[d.name]!r} "
+                    "(an entry's devices are named <name>-<i>)"
+                )
+        per_driver: dict[str, int] = {}
+        for d in v:
+            if d.claim == "DRA":
+                per_driver[d.driver] = per_driver.get(d.driver, 0) + d.count
+        for driver, n in sorted(per_driver.items()):
+            if n > SLICE_DEVICES_MAX:
+                raise ValueError(
+                    f"a node publishes {n} {driver} devices; a ResourceSlice holds at most {SLICE_DEVICES_MAX}"
+                )
         return v
 
 
@@ -517,6 +580,14 @@ class PlacementCluster(BaseModel):
     pools: list[PlacementPool] = Field(default_factory=list)
     taints: list[Taint] = Field(default_factory=list)
     ready: StrictBool = True
+    # The Kubernetes version the cluster runs (declared); None: the newest this collection knows. Decides which CEL
+    # library functions its selectors may use.
+    kubernetes_version: str | None = None
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, v: str | None) -> str | None:
+        return None if v is None else _check_k8s_version(v)
 
     @cached_property
     def classes(self) -> tuple[str, ...]:
@@ -533,23 +604,117 @@ class Selector(_Strict):
     cel: str = Field(min_length=1)
 
 
-class DeviceRequest(_Strict):
+class DeviceSubRequest(_Strict):
+    """What a ResourceClaim ``exactly`` request (or one ``firstAvailable`` alternative) asks for (design.md §3a)."""
+
     name: str
-    count: StrictInt = Field(default=1, ge=1, le=128)
     device_class_name: str | None = None
-    selectors: list[Selector] = Field(default_factory=list)
+    allocation_mode: Literal["ExactCount", "All"] = "ExactCount"
+    count: StrictInt | None = Field(default=None, ge=1, le=128)
+    selectors: list[Selector] = Field(default_factory=list, max_length=DEVICE_SELECTORS_MAX)
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
 
+    @field_validator("device_class_name")
+    @classmethod
+    def _dcn(cls, v: str | None) -> str | None:
+        return None if v is None else check_dns_subdomain(v)
+
+    @model_validator(mode="after")
+    def _count_mode(self) -> DeviceSubRequest:
+        if self.allocation_mode == "All" and self.count is not None:
+            raise ValueError("count is not allowed with allocation_mode All (it takes every matching device)")
+        return self
+
+    @property
+    def devices(self) -> int:
+        """Devices an ExactCount request takes (1 when ``count`` is omitted); 0 for All (known only per node)."""
+        if self.allocation_mode == "All":
+            return 0
+        return 1 if self.count is None else self.count
+
+
+class DeviceRequest(DeviceSubRequest):
+    """One request of a member's claim: either ``exactly`` (the fields above) or ``first_available`` alternatives."""
+
+    first_available: list[DeviceSubRequest] | None = Field(default=None, min_length=1, max_length=FIRST_AVAILABLE_MAX)
+
+    @model_validator(mode="after")
+    def _alternatives(self) -> DeviceRequest:
+        if self.first_available is None:
+            return self
+        own = sorted(self.model_fields_set & {"device_class_name", "allocation_mode", "count", "selectors"})
+        if own:
+            raise ValueError(
+                f"{', '.join(own)} cannot be set beside first_available: each alternative carries its own"
+            )
+        _no_duplicates([a.name for a in self.first_available], "first_available alternative name")
+        return self
+
+    @property
+    def alternatives(self) -> list[DeviceSubRequest]:
+        """What the allocator tries, in order: the alternatives, or the request itself."""
+        return list(self.first_available) if self.first_available is not None else [self]
+
+    @property
+    def min_devices(self) -> int:
+        """The fewest devices the request can take: an All request takes at least one."""
+        return min(max(a.devices, 1) for a in self.alternatives)
+
+
+class DeviceConstraint(_Strict):
+    """``matchAttribute``: every device chosen for ``requests`` (default: all of the member's) has the same value."""
+
+    requests: list[str] = Field(default_factory=list, max_length=DEVICE_REQUESTS_MAX)
+    match_attribute: str
+
+    @field_validator("match_attribute")
+    @classmethod
+    def _qualified(cls, v: str) -> str:
+        match = QUALIFIED_NAME_RE.match(v)
+        if not match or not match.group("domain") or len(match.group("domain")) > QUALIFIED_DOMAIN_MAX:
+            raise ValueError(
+                f"{v!r} must be a fully qualified attribute name, <domain>/<name> (gpu.nvidia.com/pcieRoot): "
+                "Kubernetes requires the domain in a constraint"
+            )
+        return v
+
 
 class NodeSelector(_Strict):
-    devices: list[DeviceRequest] = Field(default_factory=list)
+    devices: list[DeviceRequest] = Field(default_factory=list, max_length=DEVICE_REQUESTS_MAX)
+    constraints: list[DeviceConstraint] = Field(default_factory=list, max_length=DEVICE_CONSTRAINTS_MAX)
 
     @field_validator("devices")
     @classmethod
     def _unique(cls, v: list[DeviceRequest]) -> list[DeviceRequest]:
         _no_duplicates([r.name for r in v], "device request name")
         return v
+
+    @model_validator(mode="after")
+    def _claim(self) -> NodeSelector:
+        names = {r.name: r for r in self.devices}
+        for ci, constraint in enumerate(self.constraints):
+            _no_duplicates(constraint.requests, f"constraints[{ci}] request")
+            for ri, ref in enumerate(constraint.requests):
+                parent, _sep, sub = ref.partition("/")
+                request = names.get(parent)
+                if request is None:
+                    raise ValueError(
+                        f"constraints[{ci}].requests[{ri}]: {ref!r} names no device request of this member "
+                        f"({', '.join(names) or 'none'})"
+                    )
+                if sub and (request.first_available is None or sub not in {a.name for a in request.first_available}):
+                    raise ValueError(
+                        f"constraints[{ci}].requests[{ri}]: {ref!r} names no first_available alternative of request "
+                        f"{parent!r}"
+                    )
+        least = sum(r.min_devices for r in self.devices)
+        if least > CLAIM_DEVICES_MAX:
+            raise ValueError(
+                f"the member's claim needs at least {least} devices whatever it chooses; Kubernetes allocates at most "
+                f"{CLAIM_DEVICES_MAX} devices to one claim"
+            )
+        return self
 
 
 class WorkerSpec(_Strict):
@@ -669,10 +834,12 @@ class ModelDeployment(_Strict):
         for ei, engine in enumerate(self.engines):
             for mi, member in enumerate(engine.members):
                 for ri, req in enumerate(member.node_selector.devices):
+                    at = f"engines[{ei}].members[{mi}].node_selector.devices[{ri}]"
                     for si, sel in enumerate(req.selectors):
-                        out.append(
-                            (f"engines[{ei}].members[{mi}].node_selector.devices[{ri}].selectors[{si}].cel", sel.cel)
-                        )
+                        out.append((f"{at}.selectors[{si}].cel", sel.cel))
+                    for ai, alt in enumerate(req.first_available or []):
+                        for si, sel in enumerate(alt.selectors):
+                            out.append((f"{at}.first_available[{ai}].selectors[{si}].cel", sel.cel))
         return out
 
 

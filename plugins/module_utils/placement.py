@@ -24,14 +24,18 @@ How it works, in the order the rules apply:
    reason, per pool where pools matter.
 
 Matching (the part that needs devices): a member's pods each run on their own node, and a node's devices are its
-pool's inference class's devices. A request matches a device when the request's ``device_class_name`` (if set) is the
-device's, the device has enough *unconsumed* count on that node, and every CEL selector is true; the member's requests
-consume count (an exact backtracking search, so overlapping requests are never falsely rejected). An engine lands on
+pool's inference class's devices, one by one (``count`` devices per entry, each with its ``instances`` values). Whether
+one node can hold a member's claim is decided by :mod:`allocator`, which has the shape of Kubernetes' own allocator:
+requests in order, ``ExactCount`` / ``All`` / ``first_available`` alternatives, ``match_attribute`` constraints, the
+per-claim device limit, an exact search. An engine lands on
 the first pool, in the cluster's pool order, where every member matches and which has room for the engine's node cost;
 its members share that pool. A match on ``Synthetic`` devices forms no claim: a member that resolves only synthetic
 devices costs no nodes and carries no ``device_requests``, an engine in which no member claims a DRA device is never
 placed, and a member that could claim a DRA device on another pool of the cluster is not stranded claimless on a
 synthetic-only pool. Node cost of a member = ``pods * copies`` when it claims a DRA device, else 0.
+
+A cluster's ``kubernetes_version`` decides which CEL library functions its selectors may use: a selector that does not
+compile for that version matches nothing there, and the explanation says so.
 
 A CEL selector is compiled once per process and evaluated once per distinct device shape (memoised by expression and
 canonical device JSON), not once per pool, cluster or replica. An evaluation error (e.g. a missing attribute on a
@@ -46,17 +50,19 @@ stays a 63-character DNS label.
 from __future__ import annotations
 
 import heapq
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel
+from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import NodeDevice, allocate, node_devices
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import replica_name
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    DeviceSubRequest,
     InferenceClass,
     ModelDeployment,
+    NodeSelector,
     PlacementCluster,
     Taint,
     ValidationError,
@@ -103,6 +109,7 @@ class SelectorEngine:
     def __init__(self) -> None:
         self._compiled: dict[str, Any] = {}
         self._results: dict[tuple[str, str], tuple[bool, str | None]] = {}
+        self._version_errors: dict[tuple[str, str], str | None] = {}
         self.evaluations = 0
         self.lookups = 0
 
@@ -112,9 +119,27 @@ class SelectorEngine:
             return
         self._compiled[expression] = dra_cel.compile_selector(expression)
 
-    def check(self, expression: str, shape: str, device: Mapping[str, Any]) -> tuple[bool, str | None]:
-        """``(matches, error)`` for ``expression`` on a device whose canonical JSON is ``shape``."""
+    def version_error(self, expression: str, version: str) -> str | None:
+        """Why ``expression`` does not compile for Kubernetes ``version`` (``"1.34"``), or None when it does."""
+        key = (expression, version)
+        if key not in self._version_errors:
+            try:
+                dra_cel.compile_selector(expression, version)
+                self._version_errors[key] = None
+            except ValueError as exc:
+                self._version_errors[key] = str(exc)
+        return self._version_errors[key]
+
+    def check(
+        self, expression: str, shape: str, device: Mapping[str, Any], version: str | None = None
+    ) -> tuple[bool, str | None]:
+        """``(matches, error)`` for ``expression`` on a device whose canonical JSON is ``shape``, on a cluster of
+        Kubernetes ``version`` (None: the newest)."""
         self.lookups += 1
+        if version is not None:
+            err = self.version_error(expression, version)
+            if err is not None:
+                return False, f"does not compile for Kubernetes {version}: {err}"
         key = (expression, shape)
         hit = self._results.get(key)
         if hit is not None:
@@ -286,40 +311,10 @@ def _replica_index(path: str) -> int:
 
 
 @dataclass
-class _Device:
-    name: str
-    claim: str
-    count: int
-    device_class_name: str | None
-    slice: dict[str, Any]
-    shape: str
-    label: str
-
-
-def _class_devices(cls: InferenceClass) -> list[_Device]:
-    out = []
-    for d in cls.devices:
-        rs = d.as_resource_slice_device()
-        product = d.attributes.get("productName")
-        label = f"{d.name} ({product.string})" if product is not None and product.string else d.name
-        shape = json.dumps(rs, sort_keys=True, separators=(",", ":"))
-        out.append(_Device(d.name, d.claim, d.count, d.device_class_name, rs, shape, label))
-    return out
-
-
-@dataclass
-class _Request:
-    name: str
-    count: int
-    device_class_name: str | None
-    selectors: list[str]
-
-
-@dataclass
 class _Member:
     role: str
     pods: int
-    requests: list[_Request]
+    node_selector: NodeSelector
 
 
 @dataclass
@@ -337,6 +332,7 @@ class _MemberMatch:
     device_requests: list[dict[str, Any]] = field(default_factory=list)  # resolved DRA requests (output shape)
     synthetic: list[str] = field(default_factory=list)  # names of synthetic devices it matched
     why: str = ""
+    constraints: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def claims(self) -> bool:
@@ -353,103 +349,78 @@ class _Option:
 
 def _engines_of(dep: ModelDeployment) -> list[_Engine]:
     return [
-        _Engine(
-            e.name,
-            e.copies,
-            [
-                _Member(
-                    m.role,
-                    m.pods,
-                    [
-                        _Request(r.name, r.count, r.device_class_name, [s.cel for s in r.selectors])
-                        for r in m.node_selector.devices
-                    ],
-                )
-                for m in e.members
-            ],
-        )
-        for e in dep.engines
+        _Engine(e.name, e.copies, [_Member(m.role, m.pods, m.node_selector) for m in e.members]) for e in dep.engines
     ]
 
 
-def _match_member(member: _Member, devices: list[_Device], sel: SelectorEngine) -> _MemberMatch:
-    """Resolve one pod's requests against one node's devices; requests consume count (exact search)."""
-    if not member.requests:
-        return _MemberMatch(True)
-    candidates: list[list[int]] = []
-    for req in member.requests:
-        fits: list[int] = []
-        reasons: list[str] = []
-        for di, dev in enumerate(devices):
-            if req.device_class_name and dev.device_class_name != req.device_class_name:
-                kind = (
-                    f"device class {dev.device_class_name}" if dev.device_class_name else "no device class (synthetic)"
-                )
-                reasons.append(f"device {dev.label} has {kind}, not {req.device_class_name}")
-                continue
-            if dev.count < req.count:
-                reasons.append(f"device {dev.label} has {dev.count} per node, {req.count} needed")
-                continue
-            failed = None
-            for expr in req.selectors:
-                ok, err = sel.check(expr, dev.shape, dev.slice)
-                if not ok:
-                    failed = (
-                        f"selector `{expr}` failed on device {dev.label}: {err}"
-                        if err
-                        else f"selector `{expr}` is false for device {dev.label}"
-                    )
-                    break
-            if failed is not None:
-                reasons.append(failed)
-                continue
-            fits.append(di)
-        if not fits:
-            return _MemberMatch(False, why=f"request {req.name}: {'; '.join(reasons) or 'the class has no devices'}")
-        candidates.append(fits)
+def _resolved_class(alt: DeviceSubRequest, devices: list[NodeDevice], check: Any, fallback: str | None) -> str | None:
+    """The device class a rendered alternative names: its own, else the class of the first DRA device it matches,
+    else ``fallback`` (an alternative that matches nothing here needs some existing class to be schema-valid)."""
+    if alt.device_class_name:
+        return alt.device_class_name
+    for dev in devices:
+        if dev.claim == "DRA" and all(check(s.cel, dev)[0] for s in alt.selectors):
+            return dev.device_class_name
+    return fallback
 
-    remaining = [d.count for d in devices]
-    chosen: list[int] = []
 
-    def search(i: int) -> bool:
-        if i == len(member.requests):
-            return True
-        need = member.requests[i].count
-        for di in candidates[i]:
-            if remaining[di] >= need:
-                remaining[di] -= need
-                chosen.append(di)
-                if search(i + 1):
-                    return True
-                chosen.pop()
-                remaining[di] += need
-        return False
+def _sub_dict(alt: DeviceSubRequest, device_class_name: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": alt.name, "device_class_name": device_class_name}
+    if alt.allocation_mode == "All":
+        out["allocation_mode"] = "All"
+    else:
+        out["count"] = alt.devices
+    out["selectors"] = [s.cel for s in alt.selectors]
+    return out
 
-    if not search(0):
-        names = ", ".join(f"{r.name} ({r.count})" for r in member.requests)
-        have = ", ".join(
-            f"{devices[di].name}: {devices[di].count}" for di in sorted({d for c in candidates for d in c})
-        )
-        return _MemberMatch(
-            False, why=f"requests {names} together need more devices than one node has ({have} per node)"
-        )
 
+def _match_member(member: _Member, devices: list[NodeDevice], check: Any) -> _MemberMatch:
+    """Allocate one pod's claim on one node's devices (:func:`allocator.allocate`) and resolve the record's requests."""
+    ns = member.node_selector
+    alloc = allocate(ns, devices, check)
+    if not alloc.ok:
+        return _MemberMatch(False, why=alloc.why)
     resolved: list[dict[str, Any]] = []
-    synthetic: list[str] = []
-    for req, di in zip(member.requests, chosen, strict=True):
-        dev = devices[di]
-        if dev.claim == "DRA":
-            resolved.append(
-                {
-                    "name": req.name,
-                    "device_class_name": dev.device_class_name,
-                    "count": req.count,
-                    "selectors": list(req.selectors),
-                }
-            )
-        elif dev.name not in synthetic:
-            synthetic.append(dev.name)
-    return _MemberMatch(True, resolved, synthetic)
+    for req, chosen in zip(ns.devices, alloc.chosen, strict=True):
+        if chosen.device_class_name is None:
+            continue  # matched synthetic devices: not claimed
+        if req.first_available is None:
+            item: dict[str, Any] = {
+                "name": req.name,
+                "device_class_name": chosen.device_class_name,
+                "count": chosen.devices,
+                "selectors": [s.cel for s in req.selectors],
+            }
+            if req.allocation_mode == "All":
+                item["allocation_mode"] = "All"
+        else:
+            item = {
+                "name": req.name,
+                "device_class_name": chosen.device_class_name,
+                "count": chosen.devices,
+                "selectors": [],
+                "first_available": [
+                    _sub_dict(
+                        alt,
+                        chosen.device_class_name
+                        if alt.name == chosen.sub
+                        else _resolved_class(alt, devices, check, chosen.device_class_name),
+                    )
+                    for alt in req.first_available
+                ],
+                "chosen": chosen.sub,
+            }
+        resolved.append(item)
+    constraints = [{"requests": list(c.requests), "match_attribute": c.match_attribute} for c in ns.constraints]
+    return _MemberMatch(True, resolved, alloc.synthetic, constraints=constraints if resolved else [])
+
+
+def _minor(version: str | None) -> str | None:
+    """``"1.34.1-gke.1431000"`` -> ``"1.34"`` (what decides the CEL library); None stays None."""
+    if version is None:
+        return None
+    parsed = dra_cel.parse_kubernetes_version(version)
+    return None if parsed is None else f"{parsed[0]}.{parsed[1]}"
 
 
 def _untolerated(cluster: PlacementCluster, tolerations: list[Any], effects: Iterable[str]) -> list[Taint]:
@@ -462,7 +433,13 @@ def _taint_text(t: Taint) -> str:
 
 
 def _copy_requests(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [dict(r, selectors=list(r["selectors"])) for r in requests]
+    out = []
+    for r in requests:
+        item = dict(r, selectors=list(r["selectors"]))
+        if "first_available" in r:
+            item["first_available"] = [dict(a, selectors=list(a["selectors"])) for a in r["first_available"]]
+        out.append(item)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -502,33 +479,47 @@ class _Planner:
     ) -> None:
         self.dep = dep
         self.engines = _engines_of(dep)
-        self.devices = {name: _class_devices(cls) for name, cls in classes.items()}
+        self.classes = classes
+        self._devices: dict[str, list[NodeDevice]] = {}
         self.clusters = clusters
         self.by_name = {c.name: c for c in clusters}
         self.replicas = replicas
         self.sel = sel
-        self._member_memo: dict[tuple[str, int, int], _MemberMatch] = {}
-        self._options_memo: dict[tuple[str, ...], list[list[_Option | str]]] = {}
+        self._member_memo: dict[tuple[str, int, int, str | None], _MemberMatch] = {}
+        self._options_memo: dict[tuple[tuple[str, ...], str | None], list[list[_Option | str]]] = {}
         self._cluster_options: dict[str, list[list[_Option | str]]] = {}
         self.free: dict[tuple[str, str], int] = {}
         self.dropped: list[dict[str, Any]] = []
 
     # -- matching, memoised per class and per cluster shape ----------------------------------------------------------
 
-    def member_match(self, class_name: str, ei: int, mi: int) -> _MemberMatch:
-        key = (class_name, ei, mi)
+    def devices(self, class_name: str) -> list[NodeDevice]:
+        hit = self._devices.get(class_name)
+        if hit is None:
+            hit = self._devices[class_name] = node_devices(self.classes[class_name])
+        return hit
+
+    def member_match(self, class_name: str, ei: int, mi: int, version: str | None = None) -> _MemberMatch:
+        key = (class_name, ei, mi, version)
         hit = self._member_memo.get(key)
         if hit is None:
-            hit = _match_member(self.engines[ei].members[mi], self.devices[class_name], self.sel)
+            sel = self.sel
+
+            def check(expr: str, dev: NodeDevice) -> tuple[bool, str | None]:
+                return sel.check(expr, dev.shape, dev.slice, version)
+
+            hit = _match_member(self.engines[ei].members[mi], self.devices(class_name), check)
             self._member_memo[key] = hit
         return hit
 
-    def engine_on_class(self, class_name: str, ei: int) -> tuple[list[_MemberMatch], str | None]:
+    def engine_on_class(
+        self, class_name: str, ei: int, version: str | None = None
+    ) -> tuple[list[_MemberMatch], str | None]:
         """Members matched against a class, or the reason the engine cannot run there (ignoring other pools)."""
         engine = self.engines[ei]
         matches = []
         for mi, member in enumerate(engine.members):
-            m = self.member_match(class_name, ei, mi)
+            m = self.member_match(class_name, ei, mi, version)
             if not m.ok:
                 return [], f"engine {engine.name} member {member.role} {m.why}"
             matches.append(m)
@@ -550,24 +541,25 @@ class _Planner:
         """Per engine, per pool (cluster order): the option, or why the pool cannot host the engine."""
         hit = self._cluster_options.get(cluster.name)
         if hit is None:
-            key = cluster.classes  # clusters with the same pool classes share one table
+            key = (cluster.classes, _minor(cluster.kubernetes_version))  # same classes and version: one table
             hit = self._options_memo.get(key)
             if hit is None:
                 hit = self._options(key)
             self._cluster_options[cluster.name] = hit
         return hit
 
-    def _options(self, key: tuple[str, ...]) -> list[list[_Option | str]]:
+    def _options(self, key: tuple[tuple[str, ...], str | None]) -> list[list[_Option | str]]:
+        classes, version = key
         table: list[list[_Option | str]] = []
         for ei, engine in enumerate(self.engines):
             # A member that can claim a DRA device on some pool of this cluster is never stranded claimless.
             claimable = [
-                any(self.member_match(c, ei, mi).claims for c in dict.fromkeys(key))
+                any(self.member_match(c, ei, mi, version).claims for c in dict.fromkeys(classes))
                 for mi in range(len(engine.members))
             ]
             row: list[_Option | str] = []
-            for class_name in key:
-                matches, why = self.engine_on_class(class_name, ei)
+            for class_name in classes:
+                matches, why = self.engine_on_class(class_name, ei, version)
                 if why is None:
                     for member, mm, can in zip(engine.members, matches, claimable, strict=True):
                         if can and not mm.claims:
@@ -604,7 +596,7 @@ class _Planner:
             pool = pools.get(pool_name)
             if pool is None:
                 return f"pool {pool_name} no longer exists on cluster {cluster.name}"
-            matches, why = self.engine_on_class(pool.class_name, ei)
+            matches, why = self.engine_on_class(pool.class_name, ei, _minor(cluster.kubernetes_version))
             if why is not None:
                 return f"pool {pool_name} no longer satisfies it: {why}"
             out.append((pool_name, _Option(matches, self.cost(ei, matches))))
@@ -791,6 +783,8 @@ class _Planner:
                         "device_requests": _copy_requests(mm.device_requests),
                     }
                 )
+                if mm.constraints:
+                    members[-1]["constraints"] = [dict(c, requests=list(c["requests"])) for c in mm.constraints]
             engines.append({"name": engine.name, "copies": engine.copies, "members": members})
         return {
             "name": p.name,

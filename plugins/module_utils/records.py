@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     DNS_SUBDOMAIN_RE,
@@ -102,13 +102,38 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+class ResolvedSubRequest(_Record):
+    """One ``first_available`` alternative as rendered: its device class resolved on the replica's pool."""
+
+    name: str
+    device_class_name: DeviceClassName | None = None
+    allocation_mode: Literal["ExactCount", "All"] = "ExactCount"
+    count: PosInt | None = None
+    selectors: Selectors = Field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "device_class_name": self.device_class_name}
+        if self.allocation_mode == "All":
+            out["allocation_mode"] = "All"
+        else:
+            out["count"] = self.count or 1
+        out["selectors"] = list(self.selectors)
+        return out
+
+
 class ResolvedRequest(_Record):
-    """A device request as placement resolved it: what the member's ResourceClaimTemplate requests."""
+    """A device request as placement resolved it: what the member's ResourceClaimTemplate requests.
+
+    ``count`` is the devices the request takes on a node of the pool (for ``All``: how many it found; for
+    ``first_available``: what the ``chosen`` alternative takes)."""
 
     name: str
     device_class_name: DeviceClassName | None = None
     count: PosInt = 1
     selectors: Selectors = Field(default_factory=list)
+    allocation_mode: Literal["ExactCount", "All"] = "ExactCount"
+    first_available: list[ResolvedSubRequest] | None = None
+    chosen: str | None = None
 
     @property
     def claimed(self) -> bool:
@@ -116,12 +141,53 @@ class ResolvedRequest(_Record):
         return bool(self.device_class_name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "name": self.name,
             "device_class_name": self.device_class_name,
             "count": self.count,
             "selectors": list(self.selectors),
         }
+        if self.allocation_mode == "All":
+            out["allocation_mode"] = "All"
+        if self.first_available is not None:
+            out["first_available"] = [a.to_dict() for a in self.first_available]
+            out["chosen"] = self.chosen
+        return out
+
+
+def _trusted_request(r: Mapping[str, Any]) -> ResolvedRequest:
+    alts = r.get("first_available")
+    if alts is None:
+        return ResolvedRequest.model_construct(**r)
+    return ResolvedRequest.model_construct(
+        **{**r, "first_available": [ResolvedSubRequest.model_construct(**a) for a in alts]}
+    )
+
+
+def _copy_request(r: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(r, selectors=list(r["selectors"]))
+    if r.get("first_available") is not None:
+        out["first_available"] = [dict(a, selectors=list(a["selectors"])) for a in r["first_available"]]
+    return out
+
+
+def _claim_fields(requests: list[dict[str, Any]], constraints: list[dict[str, Any]]) -> dict[str, Any]:
+    """A member's ``device_requests``, and its ``constraints`` when it has any (absent otherwise: the shape of
+    records without constraints is unchanged)."""
+    out: dict[str, Any] = {"device_requests": requests}
+    if constraints:
+        out["constraints"] = constraints
+    return out
+
+
+class ConstraintRecord(_Record):
+    """A ``match_attribute`` constraint of the member's claim (``requests`` empty: every request)."""
+
+    requests: list[str] = Field(default_factory=list)
+    match_attribute: str = Field(min_length=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"requests": list(self.requests), "match_attribute": self.match_attribute}
 
 
 class MemberRecord(_Record):
@@ -130,6 +196,7 @@ class MemberRecord(_Record):
     nodes: NonNegInt
     #: ``None``: the record does not say (a compact read-back from the placement annotation).
     device_requests: list[ResolvedRequest] | None = None
+    constraints: list[ConstraintRecord] = Field(default_factory=list)
 
     @property
     def claimed_requests(self) -> list[ResolvedRequest]:
@@ -204,7 +271,8 @@ class ReplicaRecord(_Record):
                         nodes=m["nodes"],
                         device_requests=None
                         if m.get("device_requests") is None
-                        else [ResolvedRequest.model_construct(**r) for r in m["device_requests"]],
+                        else [_trusted_request(r) for r in m["device_requests"]],
+                        constraints=[ConstraintRecord.model_construct(**c) for c in m.get("constraints") or []],
                     )
                     for m in e["members"]
                 ],
@@ -225,25 +293,29 @@ class ReplicaRecord(_Record):
         replica as placed now, a record or its dict shape) if its shape lines up, else ``[]``: a read-back without
         them is no change."""
 
-        def requests(ei: int, mi: int, m: MemberRecord) -> list[dict[str, Any]]:
+        def requests(ei: int, mi: int, m: MemberRecord) -> dict[str, Any]:
             if m.device_requests is not None:
-                return [r.to_dict() for r in m.device_requests]
+                return _claim_fields([r.to_dict() for r in m.device_requests], [c.to_dict() for c in m.constraints])
             if isinstance(like, ReplicaRecord):
                 try:
-                    return [r.to_dict() for r in like.engines[ei].members[mi].device_requests or []]
+                    theirs = like.engines[ei].members[mi]
                 except IndexError:
-                    return []
+                    return {"device_requests": []}
+                return _claim_fields(
+                    [r.to_dict() for r in theirs.device_requests or []], [c.to_dict() for c in theirs.constraints]
+                )
             if like is not None:
                 try:
-                    return [
-                        dict(r, selectors=list(r["selectors"]))
-                        for r in like["engines"][ei]["members"][mi]["device_requests"]
-                    ]
+                    theirs = like["engines"][ei]["members"][mi]
+                    return _claim_fields(
+                        [_copy_request(r) for r in theirs["device_requests"]],
+                        [dict(c, requests=list(c["requests"])) for c in theirs.get("constraints") or []],
+                    )
                 except (IndexError, KeyError, TypeError):
-                    return []
-            return []
+                    return {"device_requests": []}
+            return {"device_requests": []}
 
-        return self._shape(lambda ei, mi, m: {"device_requests": requests(ei, mi, m)})
+        return self._shape(requests)
 
     def to_compact(self) -> dict[str, Any]:
         """The record without device requests (what the annotation holds); reads back with ``device_requests`` unknown."""

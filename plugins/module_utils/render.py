@@ -401,16 +401,9 @@ def _engine_objects(
 def _claim_template(
     ctx: _Context, replica: ReplicaRecord, engine: Engine, mp: MemberRecord, name: str
 ) -> dict[str, Any]:
-    requests = []
-    for req in mp.claimed_requests:
-        exactly: dict[str, Any] = {
-            "deviceClassName": req.device_class_name,
-            "allocationMode": "ExactCount",
-            "count": req.count,
-        }
-        if req.selectors:
-            exactly["selectors"] = [{"cel": {"expression": cel}} for cel in req.selectors]
-        requests.append({"name": req.name, "exactly": exactly})
+    devices = claim_devices(
+        [r.to_dict() for r in mp.claimed_requests], [c.to_dict() for c in mp.constraints]
+    )
     managed = _managed(ctx, replica, pool=mp.pool, engine=engine.name)
     managed[LABEL_ROLE] = mp.role.lower()
     labels = _labels(ctx, managed)
@@ -418,8 +411,40 @@ def _claim_template(
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaimTemplate",
         "metadata": _metadata(ctx, name, labels),
-        "spec": {"metadata": {"labels": dict(labels)}, "spec": {"devices": {"requests": requests}}},
+        "spec": {"metadata": {"labels": dict(labels)}, "spec": {"devices": devices}},
     }
+
+
+def _exactly(req: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"deviceClassName": req["device_class_name"]}
+    if req.get("allocation_mode") == "All":
+        out["allocationMode"] = "All"
+    else:
+        out["allocationMode"] = "ExactCount"
+        out["count"] = req.get("count") or 1
+    if req.get("selectors"):
+        out["selectors"] = [{"cel": {"expression": cel}} for cel in req["selectors"]]
+    return out
+
+
+def claim_devices(device_requests: list[Mapping[str, Any]], constraints: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """A ResourceClaim's ``spec.devices`` from a member record's claimed ``device_requests`` and ``constraints``
+    (design.md §3a): ``exactly`` requests, ``firstAvailable`` alternatives (the scheduler picks the first that fits,
+    as placement did) and ``matchAttribute`` constraints."""
+    requests = []
+    for req in device_requests:
+        alts = req.get("first_available")
+        if alts is not None:
+            requests.append({"name": req["name"], "firstAvailable": [{"name": a["name"], **_exactly(a)} for a in alts]})
+        else:
+            requests.append({"name": req["name"], "exactly": _exactly(req)})
+    out: dict[str, Any] = {"requests": requests}
+    if constraints:
+        out["constraints"] = [
+            {**({"requests": list(c["requests"])} if c.get("requests") else {}), "matchAttribute": c["match_attribute"]}
+            for c in constraints
+        ]
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -542,7 +542,8 @@ def test_device_count_not_covered():
     result = run(deployment(requests=[request(count=8)]), [cluster("a", [("p", "h100x4", 2)])])
     assert result["replicas"] == []
     assert result["unschedulable"]["a"]["pools"]["p"] == (
-        "engine main member Standalone request gpu: device gpu (NVIDIA H100 80GB HBM3) has 4 per node, 8 needed"
+        "engine main member Standalone request gpu: needs 8 devices, a node has 4 that match "
+        "(gpu (NVIDIA H100 80GB HBM3))"
     )
 
 

@@ -1,0 +1,489 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The DRA allocator: can one node of an inference class satisfy one member's claim, and how.
+
+It has the shape of Kubernetes' structured allocator (``k8s.io/dynamic-resource-allocation/structured``,
+``allocateOne``) so that placement's verdict equals what kube-scheduler does with the rendered claim on a node of
+the pool:
+
+* requests are allocated in order; a ``first_available`` request tries its alternatives in order and the first
+  alternative with which the *whole* claim can be allocated is chosen (backtracking, as upstream does);
+* ``ExactCount`` takes ``count`` unused devices that match the request's device class and every selector;
+  ``All`` takes every matching device on the node, fails when any of them is already taken, and needs at least one;
+* constraints have upstream's ``add``/``remove`` interface (:class:`MatchAttribute`): a device may be added when it
+  has the attribute and its value equals the value of the devices already in the set;
+* a claim holds at most :data:`CLAIM_DEVICES_MAX` devices: a claim that needs more whatever it chooses does not fit
+  (upstream: "number of requested devices exceeds the claim limit"), and an alternative that would exceed it is skipped;
+* the search is exact: it answers "no" only when no assignment exists.
+
+Unlike upstream it searches over *groups* of interchangeable devices rather than single devices: two devices are
+interchangeable when every request alternative sees them the same way (class, selectors) and every constrained
+attribute has the same value on both. Eight identical GPUs are one group of eight, so "4 of 8 GPUs" is one step,
+not C(8, 4) combinations. The answer (fits or not, which alternative) is the same as a device-by-device search.
+
+A request without a ``device_class_name`` is resolved to the device class of the devices it matches (tried in the
+order the class lists them), which is what rendering writes into the ResourceClaimTemplate. ``Synthetic`` devices
+(design.md §2: matched for placement, never claimed) can satisfy only a plain ``ExactCount`` request that no constraint
+names; such a request forms no part of the claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    CLAIM_DEVICES_MAX,
+    DeviceRequest,
+    DeviceSubRequest,
+    InferenceClass,
+    NodeSelector,
+)
+
+#: Search steps one allocation may take before it gives up (answering "does not fit", with that reason). Far above
+#: what any realistic claim needs: the group search is linear in the devices for claims without constraints.
+SEARCH_BUDGET = 200_000
+
+SYNTHETIC = "Synthetic"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Devices of one node
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeDevice:
+    """One device a node of the class publishes (one entry of a ResourceSlice), as CEL selectors see it."""
+
+    name: str  # <entry>-<i>
+    entry: str  # the class's device entry
+    claim: str  # DRA | Synthetic
+    driver: str
+    device_class_name: str | None
+    slice: dict[str, Any]  # {name, driver, attributes, capacity}
+    shape: str  # canonical JSON without the name: devices with equal shapes are identical to selectors
+    label: str  # for messages: "gpu (NVIDIA H100 80GB HBM3)"
+
+
+def node_devices(cls: InferenceClass) -> list[NodeDevice]:
+    """Every device of one node of ``cls``, in the order the class lists them."""
+    import json
+
+    out = []
+    for d in cls.devices:
+        product = d.attributes.get("productName")
+        label = f"{d.name} ({product.string})" if product is not None and product.string else d.name
+        for dev in d.slice_devices():
+            shape = json.dumps({k: v for k, v in dev.items() if k != "name"}, sort_keys=True, separators=(",", ":"))
+            out.append(NodeDevice(dev["name"], d.name, d.claim, d.driver, d.device_class_name, dev, shape, label))
+    return out
+
+
+def lookup_attribute(device: NodeDevice, qualified: str) -> tuple[str, Any] | None:
+    """The device's value of a fully qualified attribute (``domain/name``), as upstream's ``lookupAttribute``:
+    the qualified key, or the bare name when the domain is the device's driver. ``(type, value)`` or None."""
+    attrs = device.slice["attributes"]
+    value = attrs.get(qualified)
+    if value is None:
+        domain, _sep, ident = qualified.rpartition("/")
+        if domain == device.driver:
+            value = attrs.get(ident)
+    if value is None:
+        return None
+    ((kind, raw),) = value.items()
+    return kind, raw
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Constraints: upstream's interface
+# --------------------------------------------------------------------------------------------------------------------
+
+
+class MatchAttribute:
+    """``matchAttribute``: all devices of the named requests (all requests when none is named) share one value.
+
+    ``add``/``remove`` mirror upstream's ``constraint`` interface (``matchAttributeConstraint``), for ``n`` identical
+    devices at once. A request named ``parent`` covers whichever alternative is chosen; ``parent/sub`` only that one."""
+
+    def __init__(self, requests: Sequence[str], attribute: str) -> None:
+        self.requests = frozenset(requests)
+        self.attribute = attribute
+        self.value: tuple[str, Any] | None = None
+        self.devices = 0
+
+    def applies(self, request: str, sub: str | None) -> bool:
+        if not self.requests:
+            return True
+        return request in self.requests or (sub is not None and f"{request}/{sub}" in self.requests)
+
+    def add(self, request: str, sub: str | None, value: tuple[str, Any] | None, n: int) -> bool:
+        if not self.applies(request, sub):
+            return True
+        if value is None:
+            return False
+        if self.devices == 0:
+            self.value = value
+        elif value != self.value:
+            return False
+        self.devices += n
+        return True
+
+    def remove(self, request: str, sub: str | None, n: int) -> None:
+        if not self.applies(request, sub):
+            return
+        self.devices -= n
+        if self.devices == 0:
+            self.value = None
+
+    def describe(self) -> str:
+        over = ", ".join(sorted(self.requests)) if self.requests else "every request"
+        return f"constraint match_attribute {self.attribute} over {over}"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The result
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Chosen:
+    """What one request got: the alternative (``sub`` is None for a plain request), its device class (None: it
+    matched synthetic devices only, and is not claimed) and how many devices."""
+
+    request: str
+    sub: str | None
+    device_class_name: str | None
+    devices: int
+
+
+@dataclass
+class Allocation:
+    ok: bool
+    chosen: list[Chosen] = field(default_factory=list)
+    why: str = ""
+    synthetic: list[str] = field(default_factory=list)  # device entries matched by requests that are not claimed
+
+    @property
+    def claims(self) -> bool:
+        return any(c.device_class_name for c in self.chosen)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The search
+# --------------------------------------------------------------------------------------------------------------------
+
+Check = Callable[[str, NodeDevice], "tuple[bool, str | None]"]
+
+
+@dataclass
+class _Choice:
+    """One way to satisfy one request: an alternative resolved to one device class (or to synthetic devices)."""
+
+    request: str
+    sub: str | None
+    mode: str
+    count: int
+    device_class_name: str | None  # None: synthetic
+    candidates: list[int]  # device indices that match
+
+
+@dataclass
+class _Request:
+    name: str
+    choices: list[_Choice]
+    why: list[str]  # why alternatives have no choice, for the explanation
+
+
+def _match(alt: DeviceSubRequest, dev: NodeDevice, check: Check) -> str | None:
+    """None when ``dev`` matches ``alt``'s selectors, else why not."""
+    for expr in (s.cel for s in alt.selectors):
+        ok, err = check(expr, dev)
+        if not ok:
+            if err:
+                return f"selector `{expr}` failed on device {dev.label}: {err}"
+            return f"selector `{expr}` is false for device {dev.label}"
+    return None
+
+
+def _alt_label(request: DeviceRequest, alt: DeviceSubRequest) -> str:
+    return f"{request.name}/{alt.name}" if request.first_available is not None else request.name
+
+
+def _choices(
+    request: DeviceRequest, devices: list[NodeDevice], check: Check, constrained: set[str]
+) -> _Request:
+    choices: list[_Choice] = []
+    why: list[str] = []
+    fa = request.first_available is not None
+    for alt in request.alternatives:
+        sub = alt.name if fa else None
+        label = _alt_label(request, alt)
+        reasons: list[str] = []
+        by_kind: dict[str | None, list[int]] = {}
+        seen_shapes: set[tuple[str, str | None]] = set()
+        for di, dev in enumerate(devices):
+            key = (dev.shape, dev.device_class_name)
+            if alt.device_class_name and dev.device_class_name != alt.device_class_name:
+                if key not in seen_shapes:
+                    seen_shapes.add(key)
+                    kind = (
+                        f"device class {dev.device_class_name}"
+                        if dev.device_class_name
+                        else "no device class (synthetic)"
+                    )
+                    reasons.append(f"device {dev.label} has {kind}, not {alt.device_class_name}")
+                continue
+            failed = _match(alt, dev, check)
+            if failed is not None:
+                if key not in seen_shapes:
+                    seen_shapes.add(key)
+                    reasons.append(failed)
+                continue
+            kind = dev.device_class_name if dev.claim == "DRA" else None
+            by_kind.setdefault(kind, []).append(di)
+        if not by_kind:
+            why.append(f"{label}: {'; '.join(dict.fromkeys(reasons)) or 'the class has no devices'}")
+            continue
+        for kind, idx in by_kind.items():
+            if kind is None:
+                # Synthetic devices are never claimed: only a plain ExactCount request no constraint names may use them.
+                if fa or alt.allocation_mode == "All" or request.name in constrained:
+                    what = "a first_available alternative" if fa else (
+                        "an All request" if alt.allocation_mode == "All" else "a constrained request"
+                    )
+                    names = ", ".join(dict.fromkeys(devices[i].entry for i in idx))
+                    why.append(f"{label}: matches only synthetic devices ({names}), which {what} cannot use")
+                    continue
+            if alt.allocation_mode == "All":
+                choices.append(_Choice(request.name, sub, "All", len(idx), kind, idx))
+            else:
+                choices.append(_Choice(request.name, sub, "ExactCount", alt.devices, kind, idx))
+    return _Request(request.name, choices, why)
+
+
+class _Search:
+    def __init__(self, requests: list[_Request], devices: list[NodeDevice], constraints: list[MatchAttribute]) -> None:
+        self.requests = requests
+        self.devices = devices
+        self.constraints = constraints
+        self.steps = 0
+        self.exhausted = False
+        # Interchangeable devices: same membership in every choice and the same value of every constrained attribute.
+        member_of: dict[int, list[int]] = {}
+        flat = [c for r in requests for c in r.choices]
+        for ci, choice in enumerate(flat):
+            for di in choice.candidates:
+                member_of.setdefault(di, []).append(ci)
+        attrs = sorted({c.attribute for c in constraints})
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for di in sorted(member_of):
+            dev = devices[di]
+            key = (tuple(member_of[di]), tuple(lookup_attribute(dev, a) for a in attrs))
+            groups.setdefault(key, []).append(di)
+        self.groups = list(groups.values())  # in device order of their first device
+        self.free = [len(g) for g in self.groups]
+        self.values = [
+            {a: lookup_attribute(devices[g[0]], a) for a in attrs} for g in self.groups
+        ]
+        self.choice_groups: dict[int, list[int]] = {}
+        for ci, choice in enumerate(flat):
+            cand = set(choice.candidates)
+            self.choice_groups[id(choice)] = [gi for gi, g in enumerate(self.groups) if g[0] in cand]
+        self.claimed = 0
+        self.picked: list[Chosen] = []
+
+    # -- constraint bookkeeping --------------------------------------------------------------------------------------
+
+    def _add(self, choice: _Choice, gi: int, n: int) -> bool:
+        done: list[MatchAttribute] = []
+        for c in self.constraints:
+            if not c.add(choice.request, choice.sub, self.values[gi][c.attribute], n):
+                for d in done:
+                    d.remove(choice.request, choice.sub, n)
+                return False
+            done.append(c)
+        self.free[gi] -= n
+        if choice.device_class_name:
+            self.claimed += n
+        return True
+
+    def _remove(self, choice: _Choice, gi: int, n: int) -> None:
+        for c in self.constraints:
+            c.remove(choice.request, choice.sub, n)
+        self.free[gi] += n
+        if choice.device_class_name:
+            self.claimed -= n
+
+    # -- search ------------------------------------------------------------------------------------------------------
+
+    def run(self) -> bool:
+        return self._request(0)
+
+    def _request(self, ri: int) -> bool:
+        if ri == len(self.requests):
+            return True
+        for choice in self.requests[ri].choices:
+            self.steps += 1
+            if self.steps > SEARCH_BUDGET:
+                self.exhausted = True
+                return False
+            if choice.device_class_name and self.claimed + choice.count > CLAIM_DEVICES_MAX:
+                continue  # upstream: errAllocationResultMaxSizeExceeded, try the next alternative
+            self.picked.append(Chosen(choice.request, choice.sub, choice.device_class_name, choice.count))
+            if choice.mode == "All":
+                ok = self._all(choice, ri)
+            else:
+                ok = self._take(choice, self.choice_groups[id(choice)], 0, choice.count, ri)
+            if ok:
+                return True
+            self.picked.pop()
+            if self.exhausted:
+                return False
+        return False
+
+    def _all(self, choice: _Choice, ri: int) -> bool:
+        taken: list[tuple[int, int]] = []
+        ok = True
+        for gi in self.choice_groups[id(choice)]:
+            n = len(self.groups[gi])
+            if self.free[gi] != n or not self._add(choice, gi, n):
+                ok = False  # a matching device is taken by an earlier request, or breaks a constraint
+                break
+            taken.append((gi, n))
+        if ok and self._request(ri + 1):
+            return True
+        for gi, n in reversed(taken):
+            self._remove(choice, gi, n)
+        return False
+
+    def _take(self, choice: _Choice, groups: list[int], start: int, need: int, ri: int) -> bool:
+        if need == 0:
+            return self._request(ri + 1)
+        if sum(self.free[gi] for gi in groups[start:]) < need:
+            return False
+        for pos in range(start, len(groups)):
+            gi = groups[pos]
+            have = self.free[gi]
+            for n in range(min(have, need), 0, -1):
+                self.steps += 1
+                if self.steps > SEARCH_BUDGET:
+                    self.exhausted = True
+                    return False
+                if not self._add(choice, gi, n):
+                    break  # the constraint rejects this group's value whatever the number
+                if self._take(choice, groups, pos + 1, need - n, ri):
+                    return True
+                self._remove(choice, gi, n)
+                if self.exhausted:
+                    return False
+        return False
+
+
+def allocate(
+    node_selector: NodeSelector,
+    devices: list[NodeDevice],
+    check: Check,
+) -> Allocation:
+    """Allocate one member's claim on one node whose devices are ``devices``; ``check(cel, device)`` evaluates a
+    selector (``(matches, error)``). Exact: ``ok`` is False only when no assignment exists (or the search budget ran
+    out, which ``why`` says)."""
+    requests_in = node_selector.devices
+    if not requests_in:
+        return Allocation(True)
+    constrained: set[str] = set()
+    for c in node_selector.constraints:
+        names = [r.partition("/")[0] for r in c.requests] or [r.name for r in requests_in]
+        constrained.update(names)
+    requests = [_choices(r, devices, check, constrained) for r in requests_in]
+    for req in requests:
+        if not req.choices:
+            return Allocation(False, why=_no_choice(req))
+    # Upstream's first check: the fewest devices the claim can take (an All request takes all it matches).
+    least = sum(min(c.count for c in r.choices if c.device_class_name) if any(
+        c.device_class_name for c in r.choices) else 0 for r in requests)
+    if least > CLAIM_DEVICES_MAX:
+        return Allocation(
+            False,
+            why=f"the claim needs at least {least} devices here; Kubernetes allocates at most {CLAIM_DEVICES_MAX} "
+            "devices to one claim",
+        )
+    constraints = [MatchAttribute(c.requests, c.match_attribute) for c in node_selector.constraints]
+    search = _Search(requests, devices, constraints)
+    if search.run():
+        synthetic = []
+        for chosen, req in zip(search.picked, requests, strict=True):
+            if chosen.device_class_name is None:
+                choice = next(c for c in req.choices if c.sub == chosen.sub and c.device_class_name is None)
+                synthetic.extend(devices[i].entry for i in choice.candidates)
+        return Allocation(True, list(search.picked), synthetic=list(dict.fromkeys(synthetic)))
+    if search.exhausted:
+        return Allocation(False, why=f"gave up after {SEARCH_BUDGET} search steps without finding an allocation")
+    return Allocation(False, why=_why_not(requests, devices, constraints))
+
+
+def _no_choice(req: _Request) -> str:
+    if len(req.why) == 1:
+        return f"request {req.why[0]}"
+    return f"request {req.name}: no alternative fits: " + "; ".join(req.why)
+
+
+def _why_not(requests: list[_Request], devices: list[NodeDevice], constraints: list[MatchAttribute]) -> str:
+    """Why a claim whose every request has some matching device still cannot be allocated."""
+    # A request that cannot be satisfied on its own (too few matching devices, All over the claim limit).
+    for req in requests:
+        alone = _Search([req], devices, [])
+        if not alone.run():
+            parts = []
+            for c in req.choices:
+                label = f"{c.sub}: " if c.sub else ""
+                which = ", ".join(dict.fromkeys(devices[i].label for i in c.candidates))
+                if c.mode == "All":
+                    parts.append(f"{label}All found {c.count} devices, over the claim limit of {CLAIM_DEVICES_MAX}")
+                else:
+                    parts.append(f"{label}needs {c.count} devices, a node has {len(c.candidates)} that match ({which})")
+            parts.extend(req.why)
+            lead = f"request {req.name}: " + ("no alternative fits: " if len(parts) > 1 else "")
+            return lead + "; ".join(parts)
+    # Constraints: name each one that alone makes the claim impossible.
+    if constraints and _Search(requests, devices, []).run():
+        blocking = []
+        for c in constraints:
+            fresh = MatchAttribute(c.requests, c.attribute)
+            if not _Search(requests, devices, [fresh]).run():
+                blocking.append(_constraint_story(c, requests, devices))
+        if blocking:
+            return "; ".join(blocking)
+        return "the constraints together cannot be met: " + ", ".join(c.describe() for c in constraints)
+    # Requests compete for the same devices, or an All request finds a device an earlier request took.
+    summary = []
+    for req in requests:
+        c = req.choices[0]
+        alternatives = len({choice.sub for choice in req.choices})
+        label = f"{req.name} ({'All' if c.mode == 'All' else c.count}"
+        summary.append(label + (f", or {alternatives - 1} other alternative(s))" if alternatives > 1 else ")"))
+    return (
+        f"requests {', '.join(summary)} together need more devices than one node has, or an All request would take a "
+        "device another request needs"
+    )
+
+
+def _constraint_story(c: MatchAttribute, requests: list[_Request], devices: list[NodeDevice]) -> str:
+    """Which values of the attribute the devices of the constrained requests have, to show why no value works."""
+    counts: dict[str, int] = {}
+    missing = 0
+    for req in requests:
+        for choice in req.choices:
+            if not c.applies(choice.request, choice.sub):
+                continue
+            for di in choice.candidates:
+                v = lookup_attribute(devices[di], c.attribute)
+                if v is None:
+                    missing += 1
+                else:
+                    counts[str(v[1])] = counts.get(str(v[1]), 0) + 1
+            break
+    have = ", ".join(f"{v}: {n}" for v, n in sorted(counts.items())) or "none"
+    extra = f"; {missing} matching device(s) lack the attribute" if missing else ""
+    return f"{c.describe()} cannot be met: no single value is shared by enough matching devices ({have}{extra})"
