@@ -199,8 +199,21 @@ def make_classes(rng: random.Random) -> dict[str, dict[str, Any]]:
         [gpu_entry("gpua", "L4", 12), gpu_entry("gpub", "A100", 12), nic_entry("nic", 12)],
     )
 
+    # Selectors over an attribute only some devices have (a CEL runtime error on the others), in both orders: the
+    # devices without numaNode listed first, then last. And numaNode typed int on two devices, string on two.
+    bare = gpu_entry("bare", "H100", 2)
+    local = gpu_entry("local", "H100", 2, [{"attributes": {"numaNode": _i(i)}} for i in range(2)])
+    add("cel-order", [bare, local])
+    add("cel-order-rev", [copy.deepcopy(local), copy.deepcopy(bare)])
+    add(
+        "typed-mix",
+        [
+            gpu_entry("gpu", "H100", 4, [{"attributes": {"numaNode": _i(0) if i < 2 else _s("0")}} for i in range(4)]),
+        ],
+    )
+
     # Seeded random classes: 1-3 GPU entries, optional NICs, per-device locality.
-    for k in range(8):
+    for k in range(7):
         devices: list[dict[str, Any]] = []
         entries = rng.randint(1, 3)
         products = rng.sample(sorted(PRODUCTS), entries)
@@ -333,7 +346,7 @@ def requests_for(name: str, klass: dict[str, Any], rng: random.Random) -> list[t
         out.append((features, ns))
 
     # Exact counts with selectors, around the number of GPUs the node has.
-    for _ in range(4):
+    for _ in range(3):
         c = rng.randint(1, 8)
         add(["exact", "selectors"], selector([req("gpu", c, _gpu_selectors(rng, gpus))]))
     # Several requests over several entries / both drivers.
@@ -370,6 +383,12 @@ def requests_for(name: str, klass: dict[str, Any], rng: random.Random) -> list[t
     ]
     rng.shuffle(alts)
     add(["first-available"], selector([first_available("accel", *alts[: rng.choice([2, 3])])]))
+    # An All alternative that matches nothing (All needs at least one device) before one that fits.
+    nothing = [f'{_attr("productName")} == "no such GPU"']
+    add(
+        ["first-available", "all", "all-none"],
+        selector([first_available("accel", req("none", None, nothing, all_=True), req("one", 1))]),
+    )
     add(
         ["first-available", "first-too-big"],
         # One more than the node has (beyond 12 GPUs: beyond the claim limit, or upstream's exhaustive search of an
@@ -432,6 +451,28 @@ def requests_for(name: str, klass: dict[str, Any], rng: random.Random) -> list[t
     return out
 
 
+def cel_error_requests() -> list[tuple[list[str], dict[str, Any]]]:
+    """Selectors that fail to evaluate on some devices (a missing attribute): upstream's allocator stops with an
+    error as soon as it evaluates one on such a device, so the order it visits devices in matters."""
+    numa0, numa_any = sel_numa(0), f"{_attr('numaNode')} >= 0"
+    guarded = f"has({_attr('numaNode')}) && {_attr('numaNode')} == 0"
+    f = ["selectors", "cel-error"]
+    return [
+        (["exact", *f], selector([req("gpu", 1, [numa0])])),
+        (["exact", *f], selector([req("gpu", 2, [numa0])])),
+        (["exact", *f], selector([req("gpu", 2, [numa_any])])),
+        (["exact", *f], selector([req("gpu", 1, [guarded])])),
+        (["exact", *f], selector([req("gpu", 1, [SEL_PRODUCT["L4"], numa0])])),
+        (["exact", *f], selector([req("gpu", 1, [SEL_HOPPER, numa_any])])),
+        (["exact", "multi-request", *f], selector([req("any", 1), req("local", 1, [numa0])])),
+        (["all", *f], selector([req("gpu", None, [numa0], all_=True)])),
+        (["all", *f], selector([req("gpu", None, [guarded], all_=True)])),
+        (["first-available", *f], selector([first_available("gpu", req("local", 1, [numa0]), req("any", 1))])),
+        (["constraints", "match-one"], selector([req("gpu", 2)], [match(f"{GPU}/numaNode", "gpu")])),
+        (["constraints", "match-one"], selector([req("gpu", 3)], [match(f"{GPU}/numaNode", "gpu")])),
+    ]
+
+
 def over_limit_requests(rng: random.Random, n_gpu: int) -> list[tuple[list[str], dict[str, Any]]]:
     """Request sets for the wide classes: claims around the 32-device limit across several entries.
 
@@ -455,6 +496,13 @@ def over_limit_requests(rng: random.Random, n_gpu: int) -> list[tuple[list[str],
     )
     # All matching more devices than one claim may hold.
     out.append((["all", "limit"], selector([req("gpu", None, [SEL_IS_GPU], all_=True)])))
+    # An All alternative beyond the limit is skipped for the next one.
+    out.append(
+        (
+            ["all", "first-available", "limit"],
+            selector([first_available("gpus", req("every", None, [SEL_IS_GPU], all_=True), req("four", 4))]),
+        )
+    )
     out.append(
         (["all", "limit"], selector([req("gpu", None, [SEL_PRODUCT["L4"]], all_=True), req("nic", 1, klass=NIC_CLASS)]))
     )
@@ -469,6 +517,8 @@ def generate(seed: int = 12, repeat: int = 1) -> tuple[dict[str, dict[str, Any]]
     for _ in range(repeat):
         for name in sorted(classes):
             sets = requests_for(name, classes[name], rng)
+            if name.startswith(("cel-", "typed-")):
+                sets = cel_error_requests()
             if name.startswith("wide"):
                 sets += over_limit_requests(
                     rng, sum(d.get("count", 1) for d in classes[name]["devices"] if d["driver"] == GPU)
@@ -479,7 +529,7 @@ def generate(seed: int = 12, repeat: int = 1) -> tuple[dict[str, dict[str, Any]]
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# The member's requests in placement's replica-record shape, and the ResourceClaim spec.devices they render to
+# The member's requests in placement's replica-record shape (what render.claim_devices renders)
 # --------------------------------------------------------------------------------------------------------------------
 
 
@@ -507,35 +557,6 @@ def record_requests(node_selector: dict[str, Any]) -> tuple[list[dict[str, Any]]
         for c in node_selector.get("constraints", [])
     ]
     return requests, constraints
-
-
-def claim_devices_by_hand(device_requests: list[dict[str, Any]], constraints: list[dict[str, Any]]) -> dict[str, Any]:
-    """ResourceClaim ``spec.devices`` written out independently of render.py (the oracle's own reading of the API)."""
-
-    def exactly(r: dict[str, Any]) -> dict[str, Any]:
-        mode = r.get("allocation_mode") or "ExactCount"
-        out: dict[str, Any] = {"deviceClassName": r["device_class_name"], "allocationMode": mode}
-        if mode == "ExactCount":
-            out["count"] = r["count"]
-        if r["selectors"]:
-            out["selectors"] = [{"cel": {"expression": s}} for s in r["selectors"]]
-        return out
-
-    requests = []
-    for r in device_requests:
-        if "first_available" in r:
-            requests.append(
-                {"name": r["name"], "firstAvailable": [{"name": s["name"], **exactly(s)} for s in r["first_available"]]}
-            )
-        else:
-            requests.append({"name": r["name"], "exactly": exactly(r)})
-    out: dict[str, Any] = {"requests": requests}
-    if constraints:
-        out["constraints"] = [
-            {**({"requests": c["requests"]} if c["requests"] else {}), "matchAttribute": c["match_attribute"]}
-            for c in constraints
-        ]
-    return out
 
 
 def summary(pairs: list[Pair]) -> dict[str, int]:
