@@ -46,7 +46,7 @@ def hgx(gpus: int = 8, nics: int = 2, roots: int = 2) -> dict[str, Any]:
                 "driver": "gpu.nvidia.com",
                 "device_class_name": "gpu.nvidia.com",
                 "count": gpus,
-                "attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"}},
+                "attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"}, "nvlinkDomain": {"int": 0}},
                 "capacity": {"memory": {"value": "81559Mi"}},
                 "instances": [
                     {"attributes": {"pcieRoot": {"string": f"pci000{i // per_root}:00"}, "index": {"int": i}}}
@@ -151,6 +151,7 @@ def test_instances_overlay_the_shared_values_and_name_devices_by_index():
     assert [d["name"] for d in gpus] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
     assert gpus[3]["attributes"] == {
         "productName": {"string": "NVIDIA H100 80GB HBM3"},
+        "nvlinkDomain": {"int": 0},
         "pcieRoot": {"string": "pci0001:00"},
         "index": {"int": 3},
     }
@@ -315,6 +316,27 @@ def test_tp4_on_one_pcie_root_with_a_nic_on_the_same_root():
         ("nic", "rdma.example.com", 1),
     ]
     assert m["constraints"] == [{"requests": ["gpu", "nic"], "match_attribute": PCIE}]
+
+
+def test_docs_worked_example_tp8_on_one_nvlink_domain_with_a_nic():
+    # docs/placement.md, "TP-8 on one NVLink domain, with a NIC on the same PCIe root".
+    tp8 = {
+        "devices": [
+            {"name": "gpu", "count": 8, "selectors": [{"cel": IS_H100}]},
+            {"name": "nic", "selectors": [{"cel": RDMA}]},
+        ],
+        "constraints": [{"requests": ["gpu"], "match_attribute": "gpu.nvidia.com/nvlinkDomain"}],
+    }
+    assert run(tp8, ("hgx", "hgx", 1))["scheduled"] == 1
+    tp8["constraints"] = [{"requests": ["gpu", "nic"], "match_attribute": PCIE}]
+    result = run(tp8, ("hgx", "hgx", 1))
+    assert result["unschedulable"]["c"]["pools"]["hgx"] == (
+        "engine main member Standalone constraint match_attribute gpu.nvidia.com/pcieRoot over gpu, nic cannot be "
+        "met: one value must serve gpu 8, nic 1; matching devices per value: pci0000:00: gpu 4, nic 1; "
+        "pci0001:00: gpu 4, nic 1"
+    )
+    tp8["devices"][0]["count"] = 4
+    assert run(tp8, ("hgx", "hgx", 1))["scheduled"] == 1
 
 
 def test_a_constraint_no_value_can_meet_is_explained_with_the_values():
