@@ -11,7 +11,13 @@ repository; it is never committed) on the same fleet and the same selector engin
 first ``--reference-deployments`` deployments (it re-evaluates selectors per pool, cluster and replica, so the full
 fleet takes minutes), and compares speed and placements.
 
+``--dra-depth`` adds an HGX-like class whose GPUs and NICs carry per-device ``pcieRoot`` / ``numaNode`` attributes
+(design.md §2a), and turns every other deployment into one that uses §3a: tensor-parallel GPUs on one PCIe root with a
+NIC on the same root (``match_attribute``), "H100 else two A100s" (``first_available``), and every NIC of the node
+(``allocation_mode: All``). The reference cannot express these, so ``--reference`` ignores that flag.
+
     python benchmarks/placement.py [--clusters 500] [--deployments 20] [--replicas 50] [--reference /tmp/scheduling.py]
+    python benchmarks/placement.py --dra-depth
 """
 
 from __future__ import annotations
@@ -19,7 +25,6 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.util
-import json
 import random
 import sys
 import time
@@ -32,6 +37,7 @@ if (ROOT / ".venv" / "collections").is_dir():  # a checkout set up by `make setu
     sys.path.insert(0, str(ROOT / ".venv" / "collections"))
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import node_devices  # noqa: E402
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (  # noqa: E402
     InferenceClass,
     ModelDeployment,
@@ -86,6 +92,68 @@ CLASSES: dict[str, Any] = {
     "h200-8x": {"devices": [_gpu("NVIDIA H200", "Hopper", "9.0.0", "143771Mi", 8)]},
 }
 
+# design.md §2a: eight H100s over two PCIe roots / NUMA nodes, one RDMA NIC per root (another driver).
+HGX_CLASS = {
+    "devices": [
+        {
+            **_gpu("NVIDIA H100 80GB HBM3", "Hopper", "9.0.0", "81559Mi", 8),
+            "instances": [
+                {"attributes": {"pcieRoot": {"string": f"pci000{i // 4}:00"}, "numaNode": {"int": i // 4}}}
+                for i in range(8)
+            ],
+        },
+        {
+            "name": "nic",
+            "driver": "rdma.example.com",
+            "device_class_name": "rdma.example.com",
+            "count": 2,
+            "attributes": {"linkType": {"string": "InfiniBand"}},
+            "instances": [{"attributes": {"gpu.nvidia.com/pcieRoot": {"string": f"pci000{i}:00"}}} for i in range(2)],
+        },
+    ]
+}
+IS_H100 = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"'
+IS_A100 = 'device.attributes["gpu.nvidia.com"].productName.startsWith("NVIDIA A100")'
+IS_NIC = 'device.driver == "rdma.example.com"'
+
+
+def dra_depth_selector(i: int, memory: str) -> dict[str, Any]:
+    """A §3a node selector, one of three kinds by ``i``."""
+    kind = i % 3
+    if kind == 0:  # TP-4 on one PCIe root plus a NIC on the same root
+        return {
+            "devices": [
+                {"name": "gpu", "count": 4, "selectors": [{"cel": memory}, {"cel": IS_H100}]},
+                {"name": "nic", "selectors": [{"cel": IS_NIC}]},
+            ],
+            "constraints": [{"requests": ["gpu", "nic"], "match_attribute": "gpu.nvidia.com/pcieRoot"}],
+        }
+    if kind == 1:  # H100, else two A100s
+        return {
+            "devices": [
+                {
+                    "name": "accel",
+                    "first_available": [
+                        {"name": "h100", "device_class_name": "gpu.nvidia.com", "selectors": [{"cel": IS_H100}]},
+                        {
+                            "name": "a100",
+                            "device_class_name": "gpu.nvidia.com",
+                            "count": 2,
+                            "selectors": [{"cel": IS_A100}, {"cel": memory}],
+                        },
+                    ],
+                }
+            ]
+        }
+    return {  # every NIC of the node, and two GPUs on one NUMA node
+        "devices": [
+            {"name": "gpu", "count": 2, "selectors": [{"cel": memory}]},
+            {"name": "nics", "allocation_mode": "All", "selectors": [{"cel": IS_NIC}]},
+        ],
+        "constraints": [{"requests": ["gpu"], "match_attribute": "gpu.nvidia.com/numaNode"}],
+    }
+
+
 MEMORY_GI = [16, 18, 20, 22, 12, 30, 32, 36, 38, 14, 48, 60, 64, 70, 72, 75, 78, 96, 120, 10]
 SECOND = [
     'device.attributes["gpu.nvidia.com"].cudaComputeCapability.compareTo(semver("{v}")) >= 0',
@@ -96,9 +164,11 @@ SECOND = [
 SECOND_ARG = ["7.5.0", "Ampere", "example.com", "535.0.0"]
 
 
-def fleet(n_clusters: int, n_pools: int, n_deployments: int, n_replicas: int, seed: int) -> tuple[list, list]:
+def fleet(
+    n_clusters: int, n_pools: int, n_deployments: int, n_replicas: int, seed: int, classes: dict, dra_depth: bool
+) -> tuple[list, list]:
     rnd = random.Random(seed)
-    names = sorted(CLASSES)
+    names = sorted(classes)
     clusters = []
     for i in range(n_clusters):
         clusters.append(
@@ -132,6 +202,8 @@ def fleet(n_clusters: int, n_pools: int, n_deployments: int, n_replicas: int, se
             ]
         for m in members:
             m["node_selector"]["devices"][0]["selectors"] = [{"cel": s} for s in selectors]
+        if dra_depth and i % 2 == 1:
+            members = [{"role": "Standalone", "node_selector": dra_depth_selector(i // 2, selectors[0])}]
         deployments.append(
             {
                 "name": f"model-{i:02d}",
@@ -143,12 +215,20 @@ def fleet(n_clusters: int, n_pools: int, n_deployments: int, n_replicas: int, se
     return clusters, deployments
 
 
-def device_shapes() -> set[str]:
-    shapes = set()
-    for data in CLASSES.values():
-        for d in InferenceClass.model_validate(data).devices:
-            shapes.add(json.dumps(d.as_resource_slice_device(), sort_keys=True))
-    return shapes
+def device_shapes(classes: dict) -> set[str]:
+    """Distinct device shapes (what a selector sees: driver, attributes, capacity) over every node's devices."""
+    return {d.shape for data in classes.values() for d in node_devices(InferenceClass.model_validate(data))}
+
+
+def all_selectors(deployments: list) -> set[str]:
+    out = set()
+    for d in deployments:
+        for e in d["engines"]:
+            for m in e["members"]:
+                for r in m["node_selector"]["devices"]:
+                    for alt in r.get("first_available") or [r]:
+                        out.update(s["cel"] for s in alt.get("selectors", []))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -376,28 +456,26 @@ def main() -> int:
     parser.add_argument("--reference", metavar="PATH", help="a copy of Modelplane's scheduling.py (outside the repo)")
     parser.add_argument("--reference-deployments", type=int, default=2, metavar="N")
     parser.add_argument("--max-seconds", type=float, default=None, help="exit 1 when our total exceeds this")
+    parser.add_argument("--dra-depth", action="store_true", help="add constrained / prioritized / All requests")
     args = parser.parse_args()
 
-    clusters, deployments = fleet(args.clusters, args.pools, args.deployments, args.replicas, args.seed)
-    selectors = {
-        s["cel"]
-        for d in deployments
-        for e in d["engines"]
-        for m in e["members"]
-        for r in m["node_selector"]["devices"]
-        for s in r["selectors"]
-    }
-    shapes = device_shapes()
+    dra_depth = args.dra_depth and not args.reference
+    classes = {**CLASSES, "h100-8x-hgx": HGX_CLASS} if dra_depth else CLASSES
+    clusters, deployments = fleet(
+        args.clusters, args.pools, args.deployments, args.replicas, args.seed, classes, dra_depth
+    )
+    selectors = all_selectors(deployments)
+    shapes = device_shapes(classes)
     pairs = len(selectors) * len(shapes)
     desired = sum(d["replicas"] for d in deployments)
 
     # Fresh fleet copies per run: placement must not depend on (or mutate) its inputs.
-    ours = run_ours(copy.deepcopy(clusters), copy.deepcopy(deployments), copy.deepcopy(CLASSES))
+    ours = run_ours(copy.deepcopy(clusters), copy.deepcopy(deployments), copy.deepcopy(classes))
     scheduled = sum(r["scheduled"] for r in ours["results"])
     print(
-        f"fleet: {args.clusters} clusters x {args.pools} pools over {len(CLASSES)} classes "
+        f"fleet: {args.clusters} clusters x {args.pools} pools over {len(classes)} classes "
         f"({len(shapes)} distinct device shapes); {args.deployments} deployments x {args.replicas} replicas, "
-        f"{len(selectors)} distinct selectors"
+        f"{len(selectors)} distinct selectors" + (" (half the deployments use constraints, first_available, All)" if dra_depth else "")
     )
     print(
         f"ours: total {ours['total']:.3f} s, {ours['total'] / len(deployments):.4f} s per deployment "
@@ -407,11 +485,11 @@ def main() -> int:
         f"ours: CEL evaluations {ours['evaluations']} (selector lookups {ours['lookups']}); "
         f"distinct device shape x selector pairs {pairs}; evaluations <= pairs: {ours['evaluations'] <= pairs}"
     )
-    fleet_path = run_fleet_path(copy.deepcopy(clusters), copy.deepcopy(deployments), copy.deepcopy(CLASSES))
+    fleet_path = run_fleet_path(copy.deepcopy(clusters), copy.deepcopy(deployments), copy.deepcopy(classes))
     print(
         f"ours, the fleet path (deploy.yml: the fleet validated once, one plan per deployment): total {fleet_path:.3f} s"
     )
-    again = run_ours(copy.deepcopy(clusters), copy.deepcopy(deployments), copy.deepcopy(CLASSES))
+    again = run_ours(copy.deepcopy(clusters), copy.deepcopy(deployments), copy.deepcopy(classes))
     print(f"ours: deterministic across runs: {[_placements(r) for r in again['results']] == [_placements(r) for r in ours['results']]}")  # fmt: skip
 
     status = 0

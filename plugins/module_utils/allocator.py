@@ -435,16 +435,22 @@ def _why_not(requests: list[_Request], devices: list[NodeDevice], constraints: l
     for req in requests:
         alone = _Search([req], devices, [])
         if not alone.run():
-            parts = []
-            for c in req.choices:
-                label = f"{c.sub}: " if c.sub else ""
-                which = ", ".join(dict.fromkeys(devices[i].label for i in c.candidates))
-                if c.mode == "All":
-                    parts.append(f"{label}All found {c.count} devices, over the claim limit of {CLAIM_DEVICES_MAX}")
-                else:
-                    parts.append(f"{label}needs {c.count} devices, a node has {len(c.candidates)} that match ({which})")
+            parts: list[str] = []
+            for sub in dict.fromkeys(c.sub for c in req.choices):
+                mine = [c for c in req.choices if c.sub == sub]
+                label = f"{sub}: " if sub else ""
+                if mine[0].mode == "All":
+                    found = ", ".join(f"{c.count} ({_kind(c)})" for c in mine)
+                    parts.append(f"{label}All found {found} devices, over the claim limit of {CLAIM_DEVICES_MAX}")
+                    continue
+                have = " or ".join(
+                    f"{len(c.candidates)} ({', '.join(dict.fromkeys(devices[i].label for i in c.candidates))})"
+                    for c in mine
+                )
+                parts.append(f"{label}needs {mine[0].count} devices, a node has {have} that match")
             parts.extend(req.why)
-            lead = f"request {req.name}: " + ("no alternative fits: " if len(parts) > 1 else "")
+            alternatives = len(parts) > 1 and any(c.sub for c in req.choices)
+            lead = f"request {req.name}: " + ("no alternative fits: " if alternatives else "")
             return lead + "; ".join(parts)
     # Constraints: name each one that alone makes the claim impossible.
     if constraints and _Search(requests, devices, []).run():
@@ -469,21 +475,33 @@ def _why_not(requests: list[_Request], devices: list[NodeDevice], constraints: l
     )
 
 
+def _kind(c: _Choice) -> str:
+    return f"class {c.device_class_name}" if c.device_class_name else "synthetic"
+
+
 def _constraint_story(c: MatchAttribute, requests: list[_Request], devices: list[NodeDevice]) -> str:
-    """Which values of the attribute the devices of the constrained requests have, to show why no value works."""
-    counts: dict[str, int] = {}
+    """Per value of the attribute, how many matching devices each constrained request finds, against what it needs."""
+    per_value: dict[str, dict[str, int]] = {}
     missing = 0
+    needs = []
     for req in requests:
         for choice in req.choices:
             if not c.applies(choice.request, choice.sub):
                 continue
+            label = f"{choice.request}/{choice.sub}" if choice.sub else choice.request
+            needs.append(f"{label} {'all' if choice.mode == 'All' else choice.count}")
             for di in choice.candidates:
                 v = lookup_attribute(devices[di], c.attribute)
                 if v is None:
                     missing += 1
                 else:
-                    counts[str(v[1])] = counts.get(str(v[1]), 0) + 1
-            break
-    have = ", ".join(f"{v}: {n}" for v, n in sorted(counts.items())) or "none"
+                    row = per_value.setdefault(str(v[1]), {})
+                    row[label] = row.get(label, 0) + 1
+    have = "; ".join(
+        f"{value}: " + ", ".join(f"{label} {n}" for label, n in row.items()) for value, row in sorted(per_value.items())
+    )
     extra = f"; {missing} matching device(s) lack the attribute" if missing else ""
-    return f"{c.describe()} cannot be met: no single value is shared by enough matching devices ({have}{extra})"
+    return (
+        f"{c.describe()} cannot be met: one value must serve {', '.join(needs)}; matching devices per value: "
+        f"{have or 'none'}{extra}"
+    )

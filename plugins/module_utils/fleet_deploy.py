@@ -92,7 +92,17 @@ class FleetPlacement:
             per: dict[str, list[str]] = {}
             for r in res["replicas"]:
                 pools = sorted({m["pool"] for e in r["engines"] for m in e["members"] if m.get("pool")})
-                per.setdefault(r["cluster"], []).append("/".join(pools) or "-")
+                chosen = sorted(
+                    {
+                        f"{q['name']}={q['chosen']}"
+                        for e in r["engines"]
+                        for m in e["members"]
+                        for q in m.get("device_requests") or []
+                        if q.get("chosen")
+                    }
+                )
+                where = "/".join(pools) or "-"
+                per.setdefault(r["cluster"], []).append(f"{where} [{', '.join(chosen)}]" if chosen else where)
             placement = "; ".join(
                 f"{cluster}: {len(pools)}x {','.join(sorted(set(pools)))}" for cluster, pools in sorted(per.items())
             )

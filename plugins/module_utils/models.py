@@ -643,7 +643,17 @@ class DeviceRequest(DeviceSubRequest):
     def _alternatives(self) -> DeviceRequest:
         if self.first_available is None:
             return self
-        own = sorted(self.model_fields_set & {"device_class_name", "allocation_mode", "count", "selectors"})
+        # Defaults are allowed (a dumped and re-validated request carries them); values are not.
+        own = [
+            name
+            for name, value in (
+                ("device_class_name", self.device_class_name),
+                ("allocation_mode", None if self.allocation_mode == "ExactCount" else self.allocation_mode),
+                ("count", self.count),
+                ("selectors", self.selectors or None),
+            )
+            if value is not None
+        ]
         if own:
             raise ValueError(
                 f"{', '.join(own)} cannot be set beside first_available: each alternative carries its own"

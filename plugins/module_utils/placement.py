@@ -487,6 +487,7 @@ class _Planner:
         self.sel = sel
         self._member_memo: dict[tuple[str, int, int, str | None], _MemberMatch] = {}
         self._options_memo: dict[tuple[tuple[str, ...], str | None], list[list[_Option | str]]] = {}
+        self._class_memo: dict[tuple[str, int, str | None], tuple[_Option | None, str | None, bool]] = {}
         self._cluster_options: dict[str, list[list[_Option | str]]] = {}
         self.free: dict[tuple[str, str], int] = {}
         self.dropped: list[dict[str, Any]] = []
@@ -548,20 +549,35 @@ class _Planner:
             self._cluster_options[cluster.name] = hit
         return hit
 
+    def class_option(self, class_name: str, ei: int, version: str | None) -> tuple[_Option | None, str | None, bool]:
+        """Engine ``ei`` on one class, memoised: (option, or None with why; whether every member claims a device)."""
+        key = (class_name, ei, version)
+        hit = self._class_memo.get(key)
+        if hit is None:
+            matches, why = self.engine_on_class(class_name, ei, version)
+            option = _Option(matches, self.cost(ei, matches)) if why is None else None
+            hit = self._class_memo[key] = (option, why, all(m.claims for m in matches))
+        return hit
+
     def _options(self, key: tuple[tuple[str, ...], str | None]) -> list[list[_Option | str]]:
         classes, version = key
         table: list[list[_Option | str]] = []
         for ei, engine in enumerate(self.engines):
-            # A member that can claim a DRA device on some pool of this cluster is never stranded claimless.
-            claimable = [
-                any(self.member_match(c, ei, mi, version).claims for c in dict.fromkeys(classes))
-                for mi in range(len(engine.members))
-            ]
+            claimable: list[bool] | None = None
             row: list[_Option | str] = []
             for class_name in classes:
-                matches, why = self.engine_on_class(class_name, ei, version)
-                if why is None:
-                    for member, mm, can in zip(engine.members, matches, claimable, strict=True):
+                option, why, every_member_claims = self.class_option(class_name, ei, version)
+                if option is None:
+                    row.append(why or "")
+                    continue
+                if not every_member_claims:
+                    # A member that can claim a DRA device on some pool of this cluster is never stranded claimless.
+                    if claimable is None:
+                        claimable = [
+                            any(self.member_match(c, ei, mi, version).claims for c in dict.fromkeys(classes))
+                            for mi in range(len(engine.members))
+                        ]
+                    for member, mm, can in zip(engine.members, option.members, claimable, strict=True):
                         if can and not mm.claims:
                             what = f"only synthetic devices ({', '.join(mm.synthetic)})" if mm.synthetic else "nothing"
                             why = (
@@ -569,7 +585,7 @@ class _Planner:
                                 "but can claim a DRA device on another pool"
                             )
                             break
-                row.append(_Option(matches, self.cost(ei, matches)) if why is None else why)
+                row.append(option if why is None else why)
             table.append(row)
         self._options_memo[key] = table
         return table

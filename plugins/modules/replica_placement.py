@@ -25,17 +25,22 @@ description:
     against a ledger of free nodes per pool that charges every other deployment's replicas and this deployment's
     retained ones. Nothing is ever overcommitted. A cluster that is not C(ready), or carries a C(NoSchedule) or
     C(NoExecute) taint the deployment does not tolerate (Kubernetes toleration rules), takes no new replica."
-  - "B(Matching): a node's devices are its pool's inference class's devices. A device request matches a device when its
-    C(device_class_name) (if set) is the device's, every CEL selector is true, and the device has enough unconsumed
-    C(count) on the node: requests of one member consume count. An engine lands on the first pool, in the cluster's pool
-    order, that satisfies every member and has room; all its members share that pool. Node cost = C(pods x copies) for
-    each member that claims a DRA device (C(pods) is C(worker.nodes) for a Worker, else 1), 0 for one that claims
-    none."
+  - "B(Matching): a node's devices are its pool's inference class's devices, one by one (C(count) devices per entry,
+    each overlaid with its C(instances) values). A member's requests form one claim per node, allocated as Kubernetes'
+    structured allocator does: requests in order; C(ExactCount) takes C(count) unused devices of the request's
+    C(device_class_name) (if set) whose CEL selectors are all true; C(allocation_mode=All) takes every matching device
+    (at least one, none taken by an earlier request); C(first_available) tries its alternatives in order, backtracking;
+    C(constraints) with C(match_attribute) require one attribute value across the named requests' devices; a claim holds
+    at most 32 devices. An engine lands on the first pool, in the cluster's pool order, that satisfies every member and
+    has room; all its members share that pool. Node cost = C(pods x copies) for each member that claims a DRA device
+    (C(pods) is C(worker.nodes) for a Worker, else 1), 0 for one that claims none."
   - "B(Synthetic devices) (C(claim: Synthetic)) are matched for placement but never claimed: they do not appear in
     C(device_requests), an engine none of whose members claims a DRA device is never placed, and a member is not left
     claimless on a pool where it matches only synthetic devices while another pool of the cluster would give it a DRA
     device."
-  - CEL selectors are evaluated with the collection's own engine (Kubernetes 1.34 DRA semantics, no extra library).
+  - CEL selectors are evaluated with the collection's own engine (Kubernetes DRA semantics). A cluster's
+    C(kubernetes_version) decides which library functions its selectors may use; a selector newer than the cluster
+    matches nothing there, and RV(unschedulable) says so.
     Every selector is compiled once and evaluated once per distinct device shape. An expression that does not
     compile does not fail the task; it yields the condition reason V(InvalidNodeSelector) and nothing is placed, moved
     or dropped. A selector that errors on a device (for example a missing attribute) does not match that device.
@@ -58,8 +63,9 @@ options:
       - The deployment's candidate clusters, for example the C(clusters) of
         M(gpufleet.serving.fleet_info) restricted to the deployment's C(candidate_clusters).
       - "Each item: C(name), C(pools) (a list of C({name, class, nodes}) in preference order), C(taints) (a list of
-        C({key, value, effect}) with C(effect) V(NoSchedule) or V(NoExecute); default none) and C(ready) (default
-        V(true)). Other keys are ignored."
+        C({key, value, effect}) with C(effect) V(NoSchedule) or V(NoExecute); default none), C(ready) (default
+        V(true)) and C(kubernetes_version) (for example V(1.34); default the newest the collection knows). Other keys
+        are ignored."
     type: list
     elements: dict
     required: true
@@ -157,6 +163,10 @@ replicas:
       device, 0 otherwise.
     - C(device_requests) holds only the requests resolved to C(claim=DRA) devices, with the matched device's
       C(device_class_name) and the deployment's current selectors; requests matched to synthetic devices are left out.
+      C(count) is the devices the request takes on a node of the pool; an C(All) request adds
+      C(allocation_mode=All) (C(count) is how many it found); a C(first_available) request adds the alternatives as
+      rendered (C(first_available), each with its device class resolved on the pool) and C(chosen), the alternative
+      this pool takes. A member with constraints adds C(constraints) (C({requests, match_attribute})).
   returned: always
   type: list
   elements: dict

@@ -212,3 +212,55 @@ def test_fail_on_unschedulable_stops_the_role_before_anything_is_written_or_appl
     assert names.index("Place every deployment") < stop < names.index("Render every cluster's serving workloads")
     assert stop < names.index("Apply every cluster's serving workloads")
     assert "model_deployment_fail_on_unschedulable | bool" in tasks[stop]["when"]
+
+
+def test_the_table_names_the_first_available_alternative_each_pool_chose():
+    gpu = {"driver": "gpu.nvidia.com", "device_class_name": "gpu.nvidia.com"}
+    classes = {
+        "h100": {"devices": [{"name": "gpu", **gpu, "attributes": {"productName": {"string": "NVIDIA H100"}}}]},
+        "a100x2": {"devices": [{"name": "gpu", **gpu, "count": 2, "attributes": {"productName": {"string": "A100"}}}]},
+    }
+    product = 'device.attributes["gpu.nvidia.com"].productName == "{}"'
+    hosts = {
+        name: {"gpufleet_provider": "existing", "gpufleet_node_pools": [{"name": name, "class": name, "node_count": 1}]}
+        for name in ("h100", "a100x2")
+    }
+    deployment = {
+        "name": "llm",
+        "replicas": 2,
+        "engines": [
+            {
+                "name": "main",
+                "members": [
+                    {
+                        "role": "Standalone",
+                        "node_selector": {
+                            "devices": [
+                                {
+                                    "name": "accel",
+                                    "first_available": [
+                                        {"name": "h100", "selectors": [{"cel": product.format("NVIDIA H100")}]},
+                                        {"name": "a100", "count": 2, "selectors": [{"cel": product.format("A100")}]},
+                                    ],
+                                }
+                            ]
+                        },
+                        "template": {"spec": {"containers": [{"name": "engine", "image": "vllm"}]}},
+                    }
+                ],
+            }
+        ],
+    }
+    fleet = validate_fleet(classes=classes, hosts=hosts, deployments=[deployment], caches=[]).to_dict()
+    outcome = place_fleet(fleet, [])
+    row = next(line for line in outcome.table() if line.startswith("llm"))
+    assert row.endswith("a100x2: 1x a100x2 [accel=a100]; h100: 1x h100 [accel=h100]")
+    # The rendered claim carries both alternatives, each with the device class resolved on its pool.
+    claims = [o for objs in fleet_manifests(fleet, outcome.replicas).values() for o in objs if o["kind"] == "ResourceClaimTemplate"]
+    assert len(claims) == 2
+    for claim in claims:
+        (request,) = claim["spec"]["spec"]["devices"]["requests"]
+        assert [(a["name"], a["deviceClassName"], a["count"]) for a in request["firstAvailable"]] == [
+            ("h100", "gpu.nvidia.com", 1),
+            ("a100", "gpu.nvidia.com", 2),
+        ]

@@ -542,8 +542,8 @@ def test_device_count_not_covered():
     result = run(deployment(requests=[request(count=8)]), [cluster("a", [("p", "h100x4", 2)])])
     assert result["replicas"] == []
     assert result["unschedulable"]["a"]["pools"]["p"] == (
-        "engine main member Standalone request gpu: needs 8 devices, a node has 4 that match "
-        "(gpu (NVIDIA H100 80GB HBM3))"
+        "engine main member Standalone request gpu: needs 8 devices, a node has 4 (gpu (NVIDIA H100 80GB HBM3)) "
+        "that match"
     )
 
 
