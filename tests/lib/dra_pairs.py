@@ -222,7 +222,7 @@ def make_classes(rng: random.Random) -> dict[str, dict[str, Any]]:
         for e, product in enumerate(products):
             count = rng.choice([1, 2, 2, 4, 4, 8])
             with_instances = rng.random() < 0.7
-            nvl = [rng.choice([0, 0, 1, -1]) for _ in range(offset + count)]
+            nvl = [rng.choice([0, 0, 1, -1]) for _gpu in range(offset + count)]
             per_root = rng.choice([1, 2])
             numas = rng.choice([1, 2])
             devices.append(
@@ -346,7 +346,7 @@ def requests_for(name: str, klass: dict[str, Any], rng: random.Random) -> list[t
         out.append((features, ns))
 
     # Exact counts with selectors, around the number of GPUs the node has.
-    for _ in range(3):
+    for _draw in range(3):
         c = rng.randint(1, 8)
         add(["exact", "selectors"], selector([req("gpu", c, _gpu_selectors(rng, gpus))]))
     # Several requests over several entries / both drivers.
@@ -514,7 +514,7 @@ def generate(seed: int = 12, repeat: int = 1) -> tuple[dict[str, dict[str, Any]]
     rng = random.Random(seed)
     classes = make_classes(rng)
     pairs: list[Pair] = []
-    for _ in range(repeat):
+    for _round in range(repeat):
         for name in sorted(classes):
             sets = requests_for(name, classes[name], rng)
             if name.startswith(("cel-", "typed-")):
