@@ -95,7 +95,9 @@ def placement_verdict(pair: dra_pairs.Pair, classes: dict[str, Any]) -> tuple[bo
         "kubernetes_version": KUBERNETES_VERSION,
     }
     try:
-        result = place(deployment=_deployment(pair), clusters=[cluster], classes=classes, replicas=[])
+        result = place(
+            deployment=_deployment(pair), clusters=[cluster], classes={pair.class_name: classes[pair.class_name]}
+        )
     except FleetValidationError as exc:
         return False, f"validation: {exc}", None
     if result["scheduled"] == 1:
@@ -173,7 +175,6 @@ def test_placement_agrees_with_kube_scheduler(
     )
     for d in disagreements:
         print(d)
-    oracle.cleanup()
     assert not disagreements, f"{len(disagreements)} of {n} pairs disagree (see above)"
     # A filter timeout depends on the machine: the generator must not produce such pairs.
     assert not timeouts, f"kube-scheduler's allocator timed out on {timeouts}: make these pairs smaller"

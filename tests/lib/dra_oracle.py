@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
+PRIORITY_CLASS = "dra-oracle-never-preempt"
 RESOURCE_GROUP = "resource.k8s.io"
 RESOURCE_VERSION = "v1"
 TIMEOUT = "timed out trying to allocate devices"
@@ -73,6 +74,8 @@ def _pod(case: Case, namespace: str) -> dict[str, Any]:
                 }
             ],
             "terminationGracePeriodSeconds": 0,
+            # No preemption attempts for unschedulable pods (a PostFilter pass over every node per attempt).
+            "priorityClassName": PRIORITY_CLASS,
         },
     }
 
@@ -109,6 +112,23 @@ class Oracle:
     # -- plumbing ---------------------------------------------------------------------------------------------------
     def _ensure_namespace(self) -> None:
         from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.custom.create_cluster_custom_object(
+                "scheduling.k8s.io",
+                "v1",
+                "priorityclasses",
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": PRIORITY_CLASS},
+                    "value": 0,
+                    "preemptionPolicy": "Never",
+                },
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
 
         try:
             self.core.read_namespace(self.namespace)
@@ -181,7 +201,9 @@ class Oracle:
         return {k: v[1] for k, v in out.items()}
 
     # -- the run ------------------------------------------------------------------------------------------------------
-    def run(self, cases: list[Case], timeout: float = 300, settle: float = 5) -> dict[str, Verdict]:
+    def run(
+        self, cases: list[Case], timeout: float = 300, settle: float = 5, interval: float = 2
+    ) -> dict[str, Verdict]:
         self._ensure_namespace()
         verdicts: dict[str, Verdict] = {}
         with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
@@ -215,12 +237,9 @@ class Oracle:
                     f"the scheduler did not decide {len(pending)} of {len(cases)} pods in {timeout:.0f}s: "
                     + ", ".join(sorted(pending)[:20])
                 )
-            time.sleep(1)
+            time.sleep(interval)
         events = self._events()
         for name, v in verdicts.items():
             if not v.allocated and name in events and not v.rejected:
                 v.message = events[name]
         return verdicts
-
-    def cleanup(self) -> None:
-        self._clear()
