@@ -118,7 +118,7 @@ def claim_devices(pair: dra_pairs.Pair, member: dict[str, Any] | None) -> dict[s
 
 
 def test_placement_agrees_with_kube_scheduler(
-    dra_fleet: Path, generated: tuple[dict[str, Any], list[dra_pairs.Pair]]
+    dra_fleet: Path, generated: tuple[dict[str, Any], list[dra_pairs.Pair]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     classes, pairs = generated
     t0 = time.monotonic()
@@ -164,15 +164,16 @@ def test_placement_agrees_with_kube_scheduler(
     timeouts = sorted(k for k, v in oracle_verdicts.items() if v.timeout)
     refused = sorted(k for k, v in oracle_verdicts.items() if v.rejected)
     agreement = 100.0 * (n - len(disagreements)) / n
-    print(
-        f"\npairs={n} fits={fit} agreement={agreement:.1f}% disagreements={len(disagreements)} "
-        f"(scheduler errors {len(errors)}, timeouts {len(timeouts)}, claims refused {len(refused)}; "
-        f"placement {t_place:.1f}s, kube-scheduler {t_oracle:.1f}s)"
-    )
-    print(
-        "per feature (agree/disagree, allocated): "
-        + ", ".join(f"{k}={v[0]}/{v[1]} ({v[2]})" for k, v in sorted(by_feature.items()))
-    )
+    with capsys.disabled():  # the numbers are the point of this test: shown even when it passes
+        print(
+            f"\npairs={n} fits={fit} agreement={agreement:.1f}% disagreements={len(disagreements)} "
+            f"(scheduler errors {len(errors)}, timeouts {len(timeouts)}, claims refused {len(refused)}; "
+            f"placement {t_place:.1f}s, kube-scheduler {t_oracle:.1f}s)"
+        )
+        print(
+            "per feature (agree/disagree, allocated): "
+            + ", ".join(f"{k}={v[0]}/{v[1]} ({v[2]})" for k, v in sorted(by_feature.items()))
+        )
     for d in disagreements:
         print(d)
     assert not disagreements, f"{len(disagreements)} of {n} pairs disagree (see above)"

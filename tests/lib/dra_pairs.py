@@ -425,6 +425,30 @@ def requests_for(name: str, klass: dict[str, Any], rng: random.Random) -> list[t
                 [req("gpu", 1), req("nic", None, klass=NIC_CLASS, all_=True)], [match(f"{STD}/pcieRoot", "gpu", "nic")]
             ),
         )
+    local_nics = [d for d in nics if f"{STD}/pcieRoot" in d["attributes"]]
+    if len(local_nics) >= 2:
+        # An All request whose device breaks a constraint: upstream treats this as an error ("cannot add device ...
+        # because a claim constraint would not be satisfied"), not as a reason to backtrack. Here the GPU chosen
+        # first sits on another root than the one NIC the All request selects; a GPU on the NIC's root exists.
+        last = local_nics[-1]["attributes"][f"{STD}/pcieRoot"]["string"]
+        one_nic = req("nic", None, [sel_root(last)], klass=NIC_CLASS, all_=True)
+        pcie = match(f"{STD}/pcieRoot", "gpu", "nic")
+        add(["constraints", "all", "all-constraint", "two-drivers"], selector([req("gpu", 1), one_nic], [pcie]))
+        # The same requests in the other order: the All request fixes the root first.
+        add(["constraints", "all", "all-constraint", "two-drivers"], selector([one_nic, req("gpu", 1)], [pcie]))
+        # An All alternative that breaks the constraint before one that keeps it.
+        add(
+            ["constraints", "all", "all-constraint", "first-available", "two-drivers"],
+            selector(
+                [
+                    req("gpu", 1),
+                    first_available(
+                        "nic", req("every", None, klass=NIC_CLASS, all_=True), req("one", 1, klass=NIC_CLASS)
+                    ),
+                ],
+                [pcie],
+            ),
+        )
     # Constraint over a first_available parent, and over one alternative.
     add(
         ["constraints", "first-available", "match-parent"],
