@@ -213,7 +213,7 @@ def make_classes(rng: random.Random) -> dict[str, dict[str, Any]]:
     )
 
     # Seeded random classes: 1-3 GPU entries, optional NICs, per-device locality.
-    for k in range(7):
+    for k in range(6):
         devices: list[dict[str, Any]] = []
         entries = rng.randint(1, 3)
         products = rng.sample(sorted(PRODUCTS), entries)
@@ -497,6 +497,33 @@ def cel_error_requests() -> list[tuple[list[str], dict[str, Any]]]:
     ]
 
 
+def cel_library_requests() -> list[tuple[list[str], dict[str, Any]]]:
+    """Selectors over the CEL library Kubernetes gives DRA (strings, regular expressions, lists, quantities, semver,
+    optionals, cross-type numbers), on a class whose devices all have every attribute used (no evaluation errors)."""
+    a, mem = _attr, f'device.capacity["{GPU}"].memory'
+    exprs = [
+        (f'{a("productName")}.matches("^NVIDIA H[0-9]+ ")', 1),
+        (f'{a("productName")}.startsWith("NVIDIA A")', 1),
+        (f'{a("productName")}.lowerAscii().contains("h100")', 1),
+        (f'{a("productName")} in ["NVIDIA L4", "{PRODUCTS["H100"]["productName"]}"]', 1),
+        (f"size({a('productName')}) > 30", 1),
+        (f'{mem}.isGreaterThan(quantity("80Gi"))', 1),
+        (f'{mem}.compareTo(quantity("79Gi")) > 0', 8),
+        (f"{mem}.asApproximateFloat() > 8.5e10", 1),
+        (f'{a("cudaComputeCapability")}.isLessThan(semver("9.0.0"))', 1),
+        (f'{a("cudaComputeCapability")}.isGreaterThan(semver("8.9.9"))', 8),
+        (f"{a('numaNode')} < 1.5", 8),
+        (f"{a('numaNode')} + 1 == 2", 4),
+        (f"{a('index')} % 2 == 0", 4),
+        (f"{a('index')} % 2 == 0", 5),
+        (f'{a("pcieRoot")}.split(":")[0] == "pci0001"', 2),
+        (f'"nvlinkDomain" in device.attributes["{GPU}"]', 8),
+        (f"{a('numaNode').replace('.numaNode', '.?numaNode')}.orValue(-1) == 1", 4),
+        (f'device.attributes["{GPU}"].?noSuchAttribute.orValue(0) == 0', 1),
+    ]
+    return [(["exact", "selectors", "cel-library"], selector([req("gpu", n, [e])])) for e, n in exprs]
+
+
 def over_limit_requests(rng: random.Random, n_gpu: int) -> list[tuple[list[str], dict[str, Any]]]:
     """Request sets for the wide classes: claims around the 32-device limit across several entries.
 
@@ -543,6 +570,8 @@ def generate(seed: int = 12, repeat: int = 1) -> tuple[dict[str, dict[str, Any]]
             sets = requests_for(name, classes[name], rng)
             if name.startswith(("cel-", "typed-")):
                 sets = cel_error_requests()
+            if name == "hgx-h100":
+                sets += cel_library_requests()
             if name.startswith("wide"):
                 sets += over_limit_requests(
                     rng, sum(d.get("count", 1) for d in classes[name]["devices"] if d["driver"] == GPU)
