@@ -211,9 +211,7 @@ def _alt_label(request: DeviceRequest, alt: DeviceSubRequest) -> str:
     return f"{request.name}/{alt.name}" if request.first_available is not None else request.name
 
 
-def _choices(
-    request: DeviceRequest, devices: list[NodeDevice], check: Check, constrained: set[str]
-) -> _Request:
+def _choices(request: DeviceRequest, devices: list[NodeDevice], check: Check, constrained: set[str]) -> _Request:
     choices: list[_Choice] = []
     why: list[str] = []
     fa = request.first_available is not None
@@ -228,12 +226,12 @@ def _choices(
             if alt.device_class_name and dev.device_class_name != alt.device_class_name:
                 if key not in seen_shapes:
                     seen_shapes.add(key)
-                    kind = (
+                    has = (
                         f"device class {dev.device_class_name}"
                         if dev.device_class_name
                         else "no device class (synthetic)"
                     )
-                    reasons.append(f"device {dev.label} has {kind}, not {alt.device_class_name}")
+                    reasons.append(f"device {dev.label} has {has}, not {alt.device_class_name}")
                 continue
             failed = _match(alt, dev, check)
             if failed is not None:
@@ -241,21 +239,20 @@ def _choices(
                     seen_shapes.add(key)
                     reasons.append(failed)
                 continue
-            kind = dev.device_class_name if dev.claim == "DRA" else None
-            by_kind.setdefault(kind, []).append(di)
+            by_kind.setdefault(dev.device_class_name if dev.claim == "DRA" else None, []).append(di)
         if not by_kind:
             why.append(f"{label}: {'; '.join(dict.fromkeys(reasons)) or 'the class has no devices'}")
             continue
         for kind, idx in by_kind.items():
-            if kind is None:
-                # Synthetic devices are never claimed: only a plain ExactCount request no constraint names may use them.
-                if fa or alt.allocation_mode == "All" or request.name in constrained:
-                    what = "a first_available alternative" if fa else (
-                        "an All request" if alt.allocation_mode == "All" else "a constrained request"
-                    )
-                    names = ", ".join(dict.fromkeys(devices[i].entry for i in idx))
-                    why.append(f"{label}: matches only synthetic devices ({names}), which {what} cannot use")
-                    continue
+            # Synthetic devices are never claimed: only a plain ExactCount request no constraint names may use them.
+            if kind is None and (fa or alt.allocation_mode == "All" or request.name in constrained):
+                if fa:
+                    what = "a first_available alternative"
+                else:
+                    what = "an All request" if alt.allocation_mode == "All" else "a constrained request"
+                names = ", ".join(dict.fromkeys(devices[i].entry for i in idx))
+                why.append(f"{label}: matches only synthetic devices ({names}), which {what} cannot use")
+                continue
             if alt.allocation_mode == "All":
                 choices.append(_Choice(request.name, sub, "All", len(idx), kind, idx))
             else:
@@ -284,11 +281,9 @@ class _Search:
             groups.setdefault(key, []).append(di)
         self.groups = list(groups.values())  # in device order of their first device
         self.free = [len(g) for g in self.groups]
-        self.values = [
-            {a: lookup_attribute(devices[g[0]], a) for a in attrs} for g in self.groups
-        ]
+        self.values = [{a: lookup_attribute(devices[g[0]], a) for a in attrs} for g in self.groups]
         self.choice_groups: dict[int, list[int]] = {}
-        for ci, choice in enumerate(flat):
+        for choice in flat:
             cand = set(choice.candidates)
             self.choice_groups[id(choice)] = [gi for gi, g in enumerate(self.groups) if g[0] in cand]
         self.claimed = 0
@@ -401,8 +396,10 @@ def allocate(
         if not req.choices:
             return Allocation(False, why=_no_choice(req))
     # Upstream's first check: the fewest devices the claim can take (an All request takes all it matches).
-    least = sum(min(c.count for c in r.choices if c.device_class_name) if any(
-        c.device_class_name for c in r.choices) else 0 for r in requests)
+    least = sum(
+        min(c.count for c in r.choices if c.device_class_name) if any(c.device_class_name for c in r.choices) else 0
+        for r in requests
+    )
     if least > CLAIM_DEVICES_MAX:
         return Allocation(
             False,
@@ -412,7 +409,7 @@ def allocate(
     constraints = [MatchAttribute(c.requests, c.match_attribute) for c in node_selector.constraints]
     search = _Search(requests, devices, constraints)
     if search.run():
-        synthetic = []
+        synthetic: list[str] = []
         for chosen, req in zip(search.picked, requests, strict=True):
             if chosen.device_class_name is None:
                 choice = next(c for c in req.choices if c.sub == chosen.sub and c.device_class_name is None)
@@ -455,20 +452,20 @@ def _why_not(requests: list[_Request], devices: list[NodeDevice], constraints: l
     # Constraints: name each one that alone makes the claim impossible.
     if constraints and _Search(requests, devices, []).run():
         blocking = []
-        for c in constraints:
-            fresh = MatchAttribute(c.requests, c.attribute)
+        for constraint in constraints:
+            fresh = MatchAttribute(sorted(constraint.requests), constraint.attribute)
             if not _Search(requests, devices, [fresh]).run():
-                blocking.append(_constraint_story(c, requests, devices))
+                blocking.append(_constraint_story(constraint, requests, devices))
         if blocking:
             return "; ".join(blocking)
         return "the constraints together cannot be met: " + ", ".join(c.describe() for c in constraints)
     # Requests compete for the same devices, or an All request finds a device an earlier request took.
     summary = []
     for req in requests:
-        c = req.choices[0]
-        alternatives = len({choice.sub for choice in req.choices})
-        label = f"{req.name} ({'All' if c.mode == 'All' else c.count}"
-        summary.append(label + (f", or {alternatives - 1} other alternative(s))" if alternatives > 1 else ")"))
+        first = req.choices[0]
+        n_alts = len({choice.sub for choice in req.choices})
+        label = f"{req.name} ({'All' if first.mode == 'All' else first.count}"
+        summary.append(label + (f", or {n_alts - 1} other alternative(s))" if n_alts > 1 else ")"))
     return (
         f"requests {', '.join(summary)} together need more devices than one node has, or an All request would take a "
         "device another request needs"

@@ -316,7 +316,9 @@ class Device(_Strict):
                 inst = self.instances[i]
                 attributes.update({k: v.as_k8s() for k, v in inst.attributes.items()})
                 capacity.update({k: {"value": v.value} for k, v in inst.capacity.items()})
-            out.append({"name": f"{self.name}-{i}", "driver": self.driver, "attributes": attributes, "capacity": capacity})
+            out.append(
+                {"name": f"{self.name}-{i}", "driver": self.driver, "attributes": attributes, "capacity": capacity}
+            )
         return out
 
 
@@ -655,9 +657,7 @@ class DeviceRequest(DeviceSubRequest):
             if value is not None
         ]
         if own:
-            raise ValueError(
-                f"{', '.join(own)} cannot be set beside first_available: each alternative carries its own"
-            )
+            raise ValueError(f"{', '.join(own)} cannot be set beside first_available: each alternative carries its own")
         _no_duplicates([a.name for a in self.first_available], "first_available alternative name")
         return self
 

@@ -180,9 +180,11 @@ def test_instances_overlay_the_shared_values_and_name_devices_by_index():
             "outside the int64 range",
         ),
         (
-            lambda c: c["devices"][0].update(count=100, instances=None)
-            or c["devices"][1].update(count=28, instances=None)
-            or c["devices"].append({**c["devices"][0], "name": "spare", "count": 28}),
+            lambda c: (
+                c["devices"][0].update(count=100, instances=None)
+                or c["devices"][1].update(count=28, instances=None)
+                or c["devices"].append({**c["devices"][0], "name": "spare", "count": 28})
+            ),
             None,
         ),
     ],
@@ -215,9 +217,7 @@ def test_per_device_attributes_decide_which_devices_a_selector_takes():
     no = alloc({"devices": [{"name": "gpu", "count": 5, "selectors": [{"cel": second_root}]}]}, hgx())
     assert not no.ok
     # The NIC publishes gpu.nvidia.com/pcieRoot too, so a selector without a device class matches it as well.
-    assert no.why == (
-        "request gpu: needs 5 devices, a node has 4 (gpu (NVIDIA H100 80GB HBM3)) or 1 (nic) that match"
-    )
+    assert no.why == ("request gpu: needs 5 devices, a node has 4 (gpu (NVIDIA H100 80GB HBM3)) or 1 (nic) that match")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -265,7 +265,11 @@ def test_per_device_attributes_decide_which_devices_a_selector_takes():
             "needs at least 33 devices whatever it chooses; Kubernetes allocates at most 32",
         ),
         (
-            {"devices": [{"name": "accel", "first_available": [{"name": "big", "count": 33}, {"name": "x", "count": 40}]}]},
+            {
+                "devices": [
+                    {"name": "accel", "first_available": [{"name": "big", "count": 33}, {"name": "x", "count": 40}]}
+                ]
+            },
             "needs at least 33 devices",
         ),
         ({"devices": [{"name": "GPU"}]}, "must be a DNS label"),
@@ -530,7 +534,13 @@ def test_records_round_trip_alternatives_all_and_constraints():
 def test_claim_devices_render_exactly_first_available_all_and_constraints():
     requests = [
         {"name": "gpu", "device_class_name": "gpu.nvidia.com", "count": 4, "selectors": [IS_H100]},
-        {"name": "nics", "device_class_name": "rdma.example.com", "count": 2, "selectors": [], "allocation_mode": "All"},
+        {
+            "name": "nics",
+            "device_class_name": "rdma.example.com",
+            "count": 2,
+            "selectors": [],
+            "allocation_mode": "All",
+        },
         {
             "name": "accel",
             "device_class_name": "gpu.nvidia.com",
@@ -543,7 +553,9 @@ def test_claim_devices_render_exactly_first_available_all_and_constraints():
             "chosen": "any",
         },
     ]
-    spec = claim_devices(requests, [{"requests": ["gpu", "nics"], "match_attribute": PCIE}, {"requests": [], "match_attribute": PCIE}])
+    spec = claim_devices(
+        requests, [{"requests": ["gpu", "nics"], "match_attribute": PCIE}, {"requests": [], "match_attribute": PCIE}]
+    )
     assert spec == {
         "requests": [
             {
@@ -580,8 +592,14 @@ def test_claim_devices_render_exactly_first_available_all_and_constraints():
 def test_rendered_claim_templates_are_schema_valid_in_every_supported_version():
     ns = copy.deepcopy(TP8_ONE_ROOT_PLUS_NIC)
     ns["devices"].append(H100_ELSE_2_A100["devices"][0])
-    ns["devices"].append({"name": "rest", "allocation_mode": "All", "device_class_name": "gpu.nvidia.com",
-                          "selectors": [{"cel": 'device.attributes["gpu.nvidia.com"].index >= 6'}]})
+    ns["devices"].append(
+        {
+            "name": "rest",
+            "allocation_mode": "All",
+            "device_class_name": "gpu.nvidia.com",
+            "selectors": [{"cel": 'device.attributes["gpu.nvidia.com"].index >= 6'}],
+        }
+    )
     ns["devices"][0]["selectors"].append({"cel": 'device.attributes["gpu.nvidia.com"].index < 4'})
     dep = deployment(ns)
     result = place(deployment=dep, clusters=[cluster(("hgx", "hgx", 1))], classes=CLASSES)
