@@ -187,6 +187,8 @@ class _Choice:
     count: int
     device_class_name: str | None  # None: synthetic
     candidates: list[int]  # device indices that match
+    kind_devices: list[int] = field(default_factory=list)  # every device of the class, in node order
+    errors: dict[int, str] = field(default_factory=dict)  # devices of the class a selector fails on, and why
 
 
 @dataclass
@@ -196,15 +198,17 @@ class _Request:
     why: list[str]  # why alternatives have no choice, for the explanation
 
 
-def _match(alt: DeviceSubRequest, dev: NodeDevice, check: Check) -> str | None:
-    """None when ``dev`` matches ``alt``'s selectors, else why not."""
+def _match(alt: DeviceSubRequest, dev: NodeDevice, check: Check) -> tuple[str | None, bool]:
+    """``(None, False)`` when ``dev`` matches ``alt``'s selectors, else ``(why not, whether a selector failed with an
+    error)``. Selectors are evaluated in order and the first that is not true decides, as upstream's
+    ``selectorsMatch``."""
     for expr in (s.cel for s in alt.selectors):
         ok, err = check(expr, dev)
         if not ok:
             if err:
-                return f"selector `{expr}` failed on device {dev.label}: {err}"
-            return f"selector `{expr}` is false for device {dev.label}"
-    return None
+                return f"selector `{expr}` failed on device {dev.label}: {err}", True
+            return f"selector `{expr}` is false for device {dev.label}", False
+    return None, False
 
 
 def _alt_label(request: DeviceRequest, alt: DeviceSubRequest) -> str:
@@ -220,6 +224,8 @@ def _choices(request: DeviceRequest, devices: list[NodeDevice], check: Check, co
         label = _alt_label(request, alt)
         reasons: list[str] = []
         by_kind: dict[str | None, list[int]] = {}
+        of_kind: dict[str | None, list[int]] = {}
+        errors: dict[str | None, dict[int, str]] = {}
         seen_shapes: set[tuple[str, str | None]] = set()
         for di, dev in enumerate(devices):
             key = (dev.shape, dev.device_class_name)
@@ -233,13 +239,17 @@ def _choices(request: DeviceRequest, devices: list[NodeDevice], check: Check, co
                     )
                     reasons.append(f"device {dev.label} has {has}, not {alt.device_class_name}")
                 continue
-            failed = _match(alt, dev, check)
+            kind = dev.device_class_name if dev.claim == "DRA" else None
+            of_kind.setdefault(kind, []).append(di)
+            failed, is_error = _match(alt, dev, check)
             if failed is not None:
+                if is_error:
+                    errors.setdefault(kind, {})[di] = failed
                 if key not in seen_shapes:
                     seen_shapes.add(key)
                     reasons.append(failed)
                 continue
-            by_kind.setdefault(dev.device_class_name if dev.claim == "DRA" else None, []).append(di)
+            by_kind.setdefault(kind, []).append(di)
         if not by_kind:
             why.append(f"{label}: {'; '.join(dict.fromkeys(reasons)) or 'the class has no devices'}")
             continue
@@ -253,10 +263,12 @@ def _choices(request: DeviceRequest, devices: list[NodeDevice], check: Check, co
                 names = ", ".join(dict.fromkeys(devices[i].entry for i in idx))
                 why.append(f"{label}: matches only synthetic devices ({names}), which {what} cannot use")
                 continue
-            if alt.allocation_mode == "All":
-                choices.append(_Choice(request.name, sub, "All", len(idx), kind, idx))
-            else:
-                choices.append(_Choice(request.name, sub, "ExactCount", alt.devices, kind, idx))
+            count = len(idx) if alt.allocation_mode == "All" else alt.devices
+            choices.append(
+                _Choice(
+                    request.name, sub, alt.allocation_mode, count, kind, idx, of_kind[kind], errors.get(kind, {})
+                )
+            )
     return _Request(request.name, choices, why)
 
 
@@ -376,6 +388,117 @@ class _Search:
         return False
 
 
+class _Abort(Exception):
+    """kube-scheduler stops allocating the claim on this node (a CEL runtime error, an All device a constraint rejects)."""
+
+
+class _DeviceSearch:
+    """Upstream's ``allocateOne``, device by device in node order, with its two ways to stop early: a selector that
+    fails with an error on a device the search looks at, and an ``All`` device a constraint rejects. Used only when
+    one of them can happen; otherwise every exhaustive search gives the same answer and :class:`_Search` is faster."""
+
+    def __init__(self, requests: list[_Request], devices: list[NodeDevice], constraints: list[MatchAttribute]) -> None:
+        self.requests = requests
+        self.devices = devices
+        self.constraints = constraints
+        self.used: set[int] = set()
+        self.claimed = 0
+        self.picked: list[Chosen] = []
+        self.steps = 0
+        self.exhausted = False
+        self.aborted = ""
+
+    def run(self) -> bool:
+        try:
+            return self._request(0)
+        except _Abort as stop:
+            self.aborted = str(stop)
+            return False
+
+    def _tick(self) -> bool:
+        self.steps += 1
+        if self.steps > SEARCH_BUDGET:
+            self.exhausted = True
+        return self.exhausted
+
+    def _add(self, choice: _Choice, di: int) -> bool:
+        done: list[MatchAttribute] = []
+        for c in self.constraints:
+            if not c.add(choice.request, choice.sub, lookup_attribute(self.devices[di], c.attribute), 1):
+                for d in done:
+                    d.remove(choice.request, choice.sub, 1)
+                return False
+            done.append(c)
+        self.used.add(di)
+        if choice.device_class_name:
+            self.claimed += 1
+        return True
+
+    def _remove(self, choice: _Choice, di: int) -> None:
+        for c in self.constraints:
+            c.remove(choice.request, choice.sub, 1)
+        self.used.discard(di)
+        if choice.device_class_name:
+            self.claimed -= 1
+
+    def _request(self, ri: int) -> bool:
+        if ri == len(self.requests):
+            return True
+        for choice in self.requests[ri].choices:
+            if self._tick():
+                return False
+            if choice.device_class_name and self.claimed + choice.count > CLAIM_DEVICES_MAX:
+                continue
+            self.picked.append(Chosen(choice.request, choice.sub, choice.device_class_name, choice.count))
+            ok = self._all(choice, ri) if choice.mode == "All" else self._pick(choice, ri, 0, 0)
+            if ok:
+                return True
+            self.picked.pop()
+            if self.exhausted:
+                return False
+        return False
+
+    def _all(self, choice: _Choice, ri: int) -> bool:
+        taken: list[int] = []
+        for di in choice.candidates:
+            if di in self.used:
+                break
+            if not self._add(choice, di):
+                raise _Abort(
+                    f"request {choice.request} (All): device {self.devices[di].name} breaks a constraint, and "
+                    "kube-scheduler gives up on a claim whose All request a constraint rejects"
+                )
+            taken.append(di)
+        else:
+            if self._request(ri + 1):
+                return True
+        for di in reversed(taken):
+            self._remove(choice, di)
+        return False
+
+    def _pick(self, choice: _Choice, ri: int, k: int, start: int) -> bool:
+        if k == choice.count:
+            return self._request(ri + 1)
+        candidates = set(choice.candidates)
+        order = choice.kind_devices
+        for pos in range(start, len(order)):
+            di = order[pos]
+            if di in self.used:
+                continue
+            if di in choice.errors:
+                raise _Abort(f"{choice.errors[di]}; kube-scheduler stops allocating the claim at a CEL runtime error")
+            if di not in candidates or self._tick() or not self._add(choice, di):
+                if self.exhausted:
+                    return False
+                continue
+            if self._pick(choice, ri, k + 1, pos + 1):
+                return True
+            self._remove(choice, di)
+            if self.exhausted:
+                return False
+        return False
+
+
 def allocate(
     node_selector: NodeSelector,
     devices: list[NodeDevice],
@@ -407,7 +530,24 @@ def allocate(
             "devices to one claim",
         )
     constraints = [MatchAttribute(c.requests, c.match_attribute) for c in node_selector.constraints]
-    search = _Search(requests, devices, constraints)
+    # Upstream evaluates every device of an All request (and of every All alternative) before it searches: a selector
+    # error there stops the claim whatever would be chosen.
+    for req in requests:
+        for choice in req.choices:
+            if choice.mode == "All" and choice.errors:
+                first = next(iter(choice.errors.values()))
+                return Allocation(
+                    False, why=f"request {req.name} (All): {first}; kube-scheduler stops allocating the claim at a "
+                    "CEL runtime error"
+                )
+    upstream_order = any(
+        choice.errors or (choice.mode == "All" and any(c.applies(choice.request, choice.sub) for c in constraints))
+        for req in requests
+        for choice in req.choices
+    )
+    search: _Search | _DeviceSearch = (
+        _DeviceSearch(requests, devices, constraints) if upstream_order else _Search(requests, devices, constraints)
+    )
     if search.run():
         synthetic: list[str] = []
         for chosen, req in zip(search.picked, requests, strict=True):
@@ -415,6 +555,8 @@ def allocate(
                 choice = next(c for c in req.choices if c.sub == chosen.sub and c.device_class_name is None)
                 synthetic.extend(devices[i].entry for i in choice.candidates)
         return Allocation(True, list(search.picked), synthetic=list(dict.fromkeys(synthetic)))
+    if isinstance(search, _DeviceSearch) and search.aborted:
+        return Allocation(False, why=search.aborted)
     if search.exhausted:
         return Allocation(False, why=f"gave up after {SEARCH_BUDGET} search steps without finding an allocation")
     return Allocation(False, why=_why_not(requests, devices, constraints))
