@@ -265,9 +265,7 @@ def _choices(request: DeviceRequest, devices: list[NodeDevice], check: Check, co
                 continue
             count = len(idx) if alt.allocation_mode == "All" else alt.devices
             choices.append(
-                _Choice(
-                    request.name, sub, alt.allocation_mode, count, kind, idx, of_kind[kind], errors.get(kind, {})
-                )
+                _Choice(request.name, sub, alt.allocation_mode, count, kind, idx, of_kind[kind], errors.get(kind, {}))
             )
     return _Request(request.name, choices, why)
 
@@ -537,8 +535,9 @@ def allocate(
             if choice.mode == "All" and choice.errors:
                 first = next(iter(choice.errors.values()))
                 return Allocation(
-                    False, why=f"request {req.name} (All): {first}; kube-scheduler stops allocating the claim at a "
-                    "CEL runtime error"
+                    False,
+                    why=f"request {req.name} (All): {first}; kube-scheduler stops allocating the claim at a "
+                    "CEL runtime error",
                 )
     upstream_order = any(
         choice.errors or (choice.mode == "All" and any(c.applies(choice.request, choice.sub) for c in constraints))
