@@ -16,10 +16,13 @@ the pool:
   (upstream: "number of requested devices exceeds the claim limit"), and an alternative that would exceed it is skipped;
 * the search is exact: it answers "no" only when no assignment exists.
 
-Unlike upstream it searches over *groups* of interchangeable devices rather than single devices: two devices are
+Unlike upstream it searches over *runs* of interchangeable devices rather than single devices: two devices are
 interchangeable when every request alternative sees them the same way (class, selectors) and every constrained
-attribute has the same value on both. Eight identical GPUs are one group of eight, so "4 of 8 GPUs" is one step,
-not C(8, 4) combinations. The answer (fits or not, which alternative) is the same as a device-by-device search.
+attribute has the same value on both, and a run is a stretch of them in node order. Eight identical GPUs are one
+run of eight, so "4 of 8 GPUs" is one step, not C(8, 4) combinations. The verdict (fits or not) is the same as a
+device-by-device search, and so is the alternative chosen, up to interchangeable devices. Where upstream stops early
+(a CEL runtime error on a device it reaches, an ``All`` device a constraint rejects) the search is device by device in
+upstream's order (:class:`_DeviceSearch`).
 
 A request without a ``device_class_name`` is resolved to the device class of the devices it matches (tried in the
 order the class lists them), which is what rendering writes into the ResourceClaimTemplate. ``Synthetic`` devices
@@ -284,12 +287,17 @@ class _Search:
             for di in choice.candidates:
                 member_of.setdefault(di, []).append(ci)
         attrs = sorted({c.attribute for c in constraints})
-        groups: dict[tuple[Any, ...], list[int]] = {}
+        # Runs of consecutive interchangeable devices (in node order, among devices some request can take): taking k
+        # from a run is taking its first k free devices, which is what upstream's device-order search tries first, so
+        # the first solution found (and the alternative it chooses) is upstream's, up to interchangeable devices.
+        self.groups: list[list[int]] = []
+        last: tuple[Any, ...] | None = None
         for di in sorted(member_of):
-            dev = devices[di]
-            key = (tuple(member_of[di]), tuple(lookup_attribute(dev, a) for a in attrs))
-            groups.setdefault(key, []).append(di)
-        self.groups = list(groups.values())  # in device order of their first device
+            key = (tuple(member_of[di]), tuple(lookup_attribute(devices[di], a) for a in attrs))
+            if key != last:
+                self.groups.append([])
+                last = key
+            self.groups[-1].append(di)
         self.free = [len(g) for g in self.groups]
         self.values = [{a: lookup_attribute(devices[g[0]], a) for a in attrs} for g in self.groups]
         self.choice_groups: dict[int, list[int]] = {}

@@ -612,7 +612,9 @@ class DeviceSubRequest(_Strict):
     name: str
     device_class_name: str | None = None
     allocation_mode: Literal["ExactCount", "All"] = "ExactCount"
-    count: StrictInt | None = Field(default=None, ge=1, le=128)
+    # Kubernetes only requires count > 0; a claim over its 32-device limit is NodeSelector's check, and an alternative
+    # over it is skipped by the allocator, as upstream's.
+    count: StrictInt | None = Field(default=None, ge=1)
     selectors: list[Selector] = Field(default_factory=list, max_length=DEVICE_SELECTORS_MAX)
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))

@@ -523,10 +523,6 @@ CASES = [
         claim(first_available("req-0", req("subreq-0", CLASS_B, 500), req("subreq-1", CLASS_A, 1))),
         got(("req-0", "subreq-1", CLASS_A, 1)),
         id="prioritized-list-too-many-in-first-subrequest",
-        marks=xfail(
-            "models.DeviceSubRequest.count has le=128, so a first_available alternative of 500 devices is a validation "
-            "error; Kubernetes validates count > 0 only and its allocator skips the alternative (design.md §3a)"
-        ),
     ),
     # upstream: "prioritized-list-allocation-mode-all-with-selectors" (All must find at least one device, else the next
     # alternative)
@@ -816,6 +812,10 @@ def upstream_dfs(ns: models.NodeSelector, devs: list[Any]) -> list[tuple[str, st
                 if claimed + len(combo) > MAX:
                     break
                 after = extend(request, sub, combo, values)
+                if after is None and alt.allocation_mode == "All":
+                    # allocateDevice(..., must=true): a constraint that rejects an All device is an error that ends
+                    # the allocation, not a reason to try the next alternative.
+                    raise _Stop
                 if after is None:
                     continue
                 used.update(combo)
@@ -825,7 +825,14 @@ def upstream_dfs(ns: models.NodeSelector, devs: list[Any]) -> list[tuple[str, st
                     return [(request, sub, len(combo)), *rest]
         return None
 
-    return dfs(0, 0, [None] * len(constraints))
+    try:
+        return dfs(0, 0, [None] * len(constraints))
+    except _Stop:
+        return None
+
+
+class _Stop(Exception):
+    """Upstream's allocation ended with an error."""
 
 
 def random_case(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -862,8 +869,7 @@ def random_case(rng: random.Random) -> tuple[list[dict[str, Any]], dict[str, Any
 
 def test_ours_group_search_agrees_with_device_by_device_search() -> None:
     # ours: on random small claims (All, first_available, a numa constraint, two classes), the allocator fits exactly
-    # when upstream's device-by-device search finds an allocation. (Which alternative is chosen can differ: see
-    # "ours-alternative-follows-upstream-device-order".)
+    # when upstream's device-by-device search finds an allocation, and chooses the same alternatives.
     rng = random.Random(20261112)
     for _n in range(600):
         devices, node_selector = random_case(rng)
@@ -873,13 +879,10 @@ def test_ours_group_search_agrees_with_device_by_device_search() -> None:
         ours = allocate(ns, devs, check)
         reference = upstream_dfs(ns, devs)
         assert ours.ok == (reference is not None), (devices, node_selector, ours.why, reference)
+        if reference is not None:
+            assert [(c.request, c.sub, c.devices) for c in ours.chosen] == reference, (devices, node_selector)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the group search takes 2 devices from the first group (X: devices 0 and 2) where upstream takes devices 0 "
-    "and 1, so a later first_available request sees different free devices and may choose another alternative",
-)
 def test_ours_alternative_follows_upstream_device_order() -> None:
     # ours (derived from upstream's allocateOne, not a case of its table): req-0 takes the first two devices in slice
     # order (X, Y), so req-1's first alternative (a Y device) cannot be met and upstream chooses subreq-1 (the last X).
