@@ -475,7 +475,8 @@ def main() -> int:
     print(
         f"fleet: {args.clusters} clusters x {args.pools} pools over {len(classes)} classes "
         f"({len(shapes)} distinct device shapes); {args.deployments} deployments x {args.replicas} replicas, "
-        f"{len(selectors)} distinct selectors" + (" (half the deployments use constraints, first_available, All)" if dra_depth else "")
+        f"{len(selectors)} distinct selectors"
+        + (" (half the deployments use constraints, first_available, All)" if dra_depth else "")
     )
     print(
         f"ours: total {ours['total']:.3f} s, {ours['total'] / len(deployments):.4f} s per deployment "

@@ -16,10 +16,13 @@ the pool:
   (upstream: "number of requested devices exceeds the claim limit"), and an alternative that would exceed it is skipped;
 * the search is exact: it answers "no" only when no assignment exists.
 
-Unlike upstream it searches over *groups* of interchangeable devices rather than single devices: two devices are
+Unlike upstream it searches over *runs* of interchangeable devices rather than single devices: two devices are
 interchangeable when every request alternative sees them the same way (class, selectors) and every constrained
-attribute has the same value on both. Eight identical GPUs are one group of eight, so "4 of 8 GPUs" is one step,
-not C(8, 4) combinations. The answer (fits or not, which alternative) is the same as a device-by-device search.
+attribute has the same value on both, and a run is a stretch of them in node order. Eight identical GPUs are one
+run of eight, so "4 of 8 GPUs" is one step, not C(8, 4) combinations. The verdict (fits or not) is the same as a
+device-by-device search, and so is the alternative chosen, up to interchangeable devices. Where upstream stops early
+(a CEL runtime error on a device it reaches, an ``All`` device a constraint rejects) the search is device by device in
+upstream's order (:class:`_DeviceSearch`).
 
 A request without a ``device_class_name`` is resolved to the device class of the devices it matches (tried in the
 order the class lists them), which is what rendering writes into the ResourceClaimTemplate. ``Synthetic`` devices
@@ -187,6 +190,8 @@ class _Choice:
     count: int
     device_class_name: str | None  # None: synthetic
     candidates: list[int]  # device indices that match
+    kind_devices: list[int] = field(default_factory=list)  # every device of the class, in node order
+    errors: dict[int, str] = field(default_factory=dict)  # devices of the class a selector fails on, and why
 
 
 @dataclass
@@ -196,24 +201,24 @@ class _Request:
     why: list[str]  # why alternatives have no choice, for the explanation
 
 
-def _match(alt: DeviceSubRequest, dev: NodeDevice, check: Check) -> str | None:
-    """None when ``dev`` matches ``alt``'s selectors, else why not."""
+def _match(alt: DeviceSubRequest, dev: NodeDevice, check: Check) -> tuple[str | None, bool]:
+    """``(None, False)`` when ``dev`` matches ``alt``'s selectors, else ``(why not, whether a selector failed with an
+    error)``. Selectors are evaluated in order and the first that is not true decides, as upstream's
+    ``selectorsMatch``."""
     for expr in (s.cel for s in alt.selectors):
         ok, err = check(expr, dev)
         if not ok:
             if err:
-                return f"selector `{expr}` failed on device {dev.label}: {err}"
-            return f"selector `{expr}` is false for device {dev.label}"
-    return None
+                return f"selector `{expr}` failed on device {dev.label}: {err}", True
+            return f"selector `{expr}` is false for device {dev.label}", False
+    return None, False
 
 
 def _alt_label(request: DeviceRequest, alt: DeviceSubRequest) -> str:
     return f"{request.name}/{alt.name}" if request.first_available is not None else request.name
 
 
-def _choices(
-    request: DeviceRequest, devices: list[NodeDevice], check: Check, constrained: set[str]
-) -> _Request:
+def _choices(request: DeviceRequest, devices: list[NodeDevice], check: Check, constrained: set[str]) -> _Request:
     choices: list[_Choice] = []
     why: list[str] = []
     fa = request.first_available is not None
@@ -222,44 +227,49 @@ def _choices(
         label = _alt_label(request, alt)
         reasons: list[str] = []
         by_kind: dict[str | None, list[int]] = {}
+        of_kind: dict[str | None, list[int]] = {}
+        errors: dict[str | None, dict[int, str]] = {}
         seen_shapes: set[tuple[str, str | None]] = set()
         for di, dev in enumerate(devices):
             key = (dev.shape, dev.device_class_name)
             if alt.device_class_name and dev.device_class_name != alt.device_class_name:
                 if key not in seen_shapes:
                     seen_shapes.add(key)
-                    kind = (
+                    has = (
                         f"device class {dev.device_class_name}"
                         if dev.device_class_name
                         else "no device class (synthetic)"
                     )
-                    reasons.append(f"device {dev.label} has {kind}, not {alt.device_class_name}")
+                    reasons.append(f"device {dev.label} has {has}, not {alt.device_class_name}")
                 continue
-            failed = _match(alt, dev, check)
+            kind = dev.device_class_name if dev.claim == "DRA" else None
+            of_kind.setdefault(kind, []).append(di)
+            failed, is_error = _match(alt, dev, check)
             if failed is not None:
+                if is_error:
+                    errors.setdefault(kind, {})[di] = failed
                 if key not in seen_shapes:
                     seen_shapes.add(key)
                     reasons.append(failed)
                 continue
-            kind = dev.device_class_name if dev.claim == "DRA" else None
             by_kind.setdefault(kind, []).append(di)
         if not by_kind:
             why.append(f"{label}: {'; '.join(dict.fromkeys(reasons)) or 'the class has no devices'}")
             continue
         for kind, idx in by_kind.items():
-            if kind is None:
-                # Synthetic devices are never claimed: only a plain ExactCount request no constraint names may use them.
-                if fa or alt.allocation_mode == "All" or request.name in constrained:
-                    what = "a first_available alternative" if fa else (
-                        "an All request" if alt.allocation_mode == "All" else "a constrained request"
-                    )
-                    names = ", ".join(dict.fromkeys(devices[i].entry for i in idx))
-                    why.append(f"{label}: matches only synthetic devices ({names}), which {what} cannot use")
-                    continue
-            if alt.allocation_mode == "All":
-                choices.append(_Choice(request.name, sub, "All", len(idx), kind, idx))
-            else:
-                choices.append(_Choice(request.name, sub, "ExactCount", alt.devices, kind, idx))
+            # Synthetic devices are never claimed: only a plain ExactCount request no constraint names may use them.
+            if kind is None and (fa or alt.allocation_mode == "All" or request.name in constrained):
+                if fa:
+                    what = "a first_available alternative"
+                else:
+                    what = "an All request" if alt.allocation_mode == "All" else "a constrained request"
+                names = ", ".join(dict.fromkeys(devices[i].entry for i in idx))
+                why.append(f"{label}: matches only synthetic devices ({names}), which {what} cannot use")
+                continue
+            count = len(idx) if alt.allocation_mode == "All" else alt.devices
+            choices.append(
+                _Choice(request.name, sub, alt.allocation_mode, count, kind, idx, of_kind[kind], errors.get(kind, {}))
+            )
     return _Request(request.name, choices, why)
 
 
@@ -277,18 +287,21 @@ class _Search:
             for di in choice.candidates:
                 member_of.setdefault(di, []).append(ci)
         attrs = sorted({c.attribute for c in constraints})
-        groups: dict[tuple[Any, ...], list[int]] = {}
+        # Runs of consecutive interchangeable devices (in node order, among devices some request can take): taking k
+        # from a run is taking its first k free devices, which is what upstream's device-order search tries first, so
+        # the first solution found (and the alternative it chooses) is upstream's, up to interchangeable devices.
+        self.groups: list[list[int]] = []
+        last: tuple[Any, ...] | None = None
         for di in sorted(member_of):
-            dev = devices[di]
-            key = (tuple(member_of[di]), tuple(lookup_attribute(dev, a) for a in attrs))
-            groups.setdefault(key, []).append(di)
-        self.groups = list(groups.values())  # in device order of their first device
+            key = (tuple(member_of[di]), tuple(lookup_attribute(devices[di], a) for a in attrs))
+            if key != last:
+                self.groups.append([])
+                last = key
+            self.groups[-1].append(di)
         self.free = [len(g) for g in self.groups]
-        self.values = [
-            {a: lookup_attribute(devices[g[0]], a) for a in attrs} for g in self.groups
-        ]
+        self.values = [{a: lookup_attribute(devices[g[0]], a) for a in attrs} for g in self.groups]
         self.choice_groups: dict[int, list[int]] = {}
-        for ci, choice in enumerate(flat):
+        for choice in flat:
             cand = set(choice.candidates)
             self.choice_groups[id(choice)] = [gi for gi, g in enumerate(self.groups) if g[0] in cand]
         self.claimed = 0
@@ -381,6 +394,117 @@ class _Search:
         return False
 
 
+class _Abort(Exception):
+    """kube-scheduler stops allocating the claim on this node (a CEL runtime error, an All device a constraint rejects)."""
+
+
+class _DeviceSearch:
+    """Upstream's ``allocateOne``, device by device in node order, with its two ways to stop early: a selector that
+    fails with an error on a device the search looks at, and an ``All`` device a constraint rejects. Used only when
+    one of them can happen; otherwise every exhaustive search gives the same answer and :class:`_Search` is faster."""
+
+    def __init__(self, requests: list[_Request], devices: list[NodeDevice], constraints: list[MatchAttribute]) -> None:
+        self.requests = requests
+        self.devices = devices
+        self.constraints = constraints
+        self.used: set[int] = set()
+        self.claimed = 0
+        self.picked: list[Chosen] = []
+        self.steps = 0
+        self.exhausted = False
+        self.aborted = ""
+
+    def run(self) -> bool:
+        try:
+            return self._request(0)
+        except _Abort as stop:
+            self.aborted = str(stop)
+            return False
+
+    def _tick(self) -> bool:
+        self.steps += 1
+        if self.steps > SEARCH_BUDGET:
+            self.exhausted = True
+        return self.exhausted
+
+    def _add(self, choice: _Choice, di: int) -> bool:
+        done: list[MatchAttribute] = []
+        for c in self.constraints:
+            if not c.add(choice.request, choice.sub, lookup_attribute(self.devices[di], c.attribute), 1):
+                for d in done:
+                    d.remove(choice.request, choice.sub, 1)
+                return False
+            done.append(c)
+        self.used.add(di)
+        if choice.device_class_name:
+            self.claimed += 1
+        return True
+
+    def _remove(self, choice: _Choice, di: int) -> None:
+        for c in self.constraints:
+            c.remove(choice.request, choice.sub, 1)
+        self.used.discard(di)
+        if choice.device_class_name:
+            self.claimed -= 1
+
+    def _request(self, ri: int) -> bool:
+        if ri == len(self.requests):
+            return True
+        for choice in self.requests[ri].choices:
+            if self._tick():
+                return False
+            if choice.device_class_name and self.claimed + choice.count > CLAIM_DEVICES_MAX:
+                continue
+            self.picked.append(Chosen(choice.request, choice.sub, choice.device_class_name, choice.count))
+            ok = self._all(choice, ri) if choice.mode == "All" else self._pick(choice, ri, 0, 0)
+            if ok:
+                return True
+            self.picked.pop()
+            if self.exhausted:
+                return False
+        return False
+
+    def _all(self, choice: _Choice, ri: int) -> bool:
+        taken: list[int] = []
+        for di in choice.candidates:
+            if di in self.used:
+                break
+            if not self._add(choice, di):
+                raise _Abort(
+                    f"request {choice.request} (All): device {self.devices[di].name} breaks a constraint, and "
+                    "kube-scheduler gives up on a claim whose All request a constraint rejects"
+                )
+            taken.append(di)
+        else:
+            if self._request(ri + 1):
+                return True
+        for di in reversed(taken):
+            self._remove(choice, di)
+        return False
+
+    def _pick(self, choice: _Choice, ri: int, k: int, start: int) -> bool:
+        if k == choice.count:
+            return self._request(ri + 1)
+        candidates = set(choice.candidates)
+        order = choice.kind_devices
+        for pos in range(start, len(order)):
+            di = order[pos]
+            if di in self.used:
+                continue
+            if di in choice.errors:
+                raise _Abort(f"{choice.errors[di]}; kube-scheduler stops allocating the claim at a CEL runtime error")
+            if di not in candidates or self._tick() or not self._add(choice, di):
+                if self.exhausted:
+                    return False
+                continue
+            if self._pick(choice, ri, k + 1, pos + 1):
+                return True
+            self._remove(choice, di)
+            if self.exhausted:
+                return False
+        return False
+
+
 def allocate(
     node_selector: NodeSelector,
     devices: list[NodeDevice],
@@ -401,8 +525,10 @@ def allocate(
         if not req.choices:
             return Allocation(False, why=_no_choice(req))
     # Upstream's first check: the fewest devices the claim can take (an All request takes all it matches).
-    least = sum(min(c.count for c in r.choices if c.device_class_name) if any(
-        c.device_class_name for c in r.choices) else 0 for r in requests)
+    least = sum(
+        min(c.count for c in r.choices if c.device_class_name) if any(c.device_class_name for c in r.choices) else 0
+        for r in requests
+    )
     if least > CLAIM_DEVICES_MAX:
         return Allocation(
             False,
@@ -410,14 +536,34 @@ def allocate(
             "devices to one claim",
         )
     constraints = [MatchAttribute(c.requests, c.match_attribute) for c in node_selector.constraints]
-    search = _Search(requests, devices, constraints)
+    # Upstream evaluates every device of an All request (and of every All alternative) before it searches: a selector
+    # error there stops the claim whatever would be chosen.
+    for req in requests:
+        for choice in req.choices:
+            if choice.mode == "All" and choice.errors:
+                first = next(iter(choice.errors.values()))
+                return Allocation(
+                    False,
+                    why=f"request {req.name} (All): {first}; kube-scheduler stops allocating the claim at a "
+                    "CEL runtime error",
+                )
+    upstream_order = any(
+        choice.errors or (choice.mode == "All" and any(c.applies(choice.request, choice.sub) for c in constraints))
+        for req in requests
+        for choice in req.choices
+    )
+    search: _Search | _DeviceSearch = (
+        _DeviceSearch(requests, devices, constraints) if upstream_order else _Search(requests, devices, constraints)
+    )
     if search.run():
-        synthetic = []
+        synthetic: list[str] = []
         for chosen, req in zip(search.picked, requests, strict=True):
             if chosen.device_class_name is None:
                 choice = next(c for c in req.choices if c.sub == chosen.sub and c.device_class_name is None)
                 synthetic.extend(devices[i].entry for i in choice.candidates)
         return Allocation(True, list(search.picked), synthetic=list(dict.fromkeys(synthetic)))
+    if isinstance(search, _DeviceSearch) and search.aborted:
+        return Allocation(False, why=search.aborted)
     if search.exhausted:
         return Allocation(False, why=f"gave up after {SEARCH_BUDGET} search steps without finding an allocation")
     return Allocation(False, why=_why_not(requests, devices, constraints))
@@ -455,20 +601,20 @@ def _why_not(requests: list[_Request], devices: list[NodeDevice], constraints: l
     # Constraints: name each one that alone makes the claim impossible.
     if constraints and _Search(requests, devices, []).run():
         blocking = []
-        for c in constraints:
-            fresh = MatchAttribute(c.requests, c.attribute)
+        for constraint in constraints:
+            fresh = MatchAttribute(sorted(constraint.requests), constraint.attribute)
             if not _Search(requests, devices, [fresh]).run():
-                blocking.append(_constraint_story(c, requests, devices))
+                blocking.append(_constraint_story(constraint, requests, devices))
         if blocking:
             return "; ".join(blocking)
         return "the constraints together cannot be met: " + ", ".join(c.describe() for c in constraints)
     # Requests compete for the same devices, or an All request finds a device an earlier request took.
     summary = []
     for req in requests:
-        c = req.choices[0]
-        alternatives = len({choice.sub for choice in req.choices})
-        label = f"{req.name} ({'All' if c.mode == 'All' else c.count}"
-        summary.append(label + (f", or {alternatives - 1} other alternative(s))" if alternatives > 1 else ")"))
+        first = req.choices[0]
+        n_alts = len({choice.sub for choice in req.choices})
+        label = f"{req.name} ({'All' if first.mode == 'All' else first.count}"
+        summary.append(label + (f", or {n_alts - 1} other alternative(s))" if n_alts > 1 else ")"))
     return (
         f"requests {', '.join(summary)} together need more devices than one node has, or an All request would take a "
         "device another request needs"

@@ -316,7 +316,9 @@ class Device(_Strict):
                 inst = self.instances[i]
                 attributes.update({k: v.as_k8s() for k, v in inst.attributes.items()})
                 capacity.update({k: {"value": v.value} for k, v in inst.capacity.items()})
-            out.append({"name": f"{self.name}-{i}", "driver": self.driver, "attributes": attributes, "capacity": capacity})
+            out.append(
+                {"name": f"{self.name}-{i}", "driver": self.driver, "attributes": attributes, "capacity": capacity}
+            )
         return out
 
 
@@ -610,7 +612,9 @@ class DeviceSubRequest(_Strict):
     name: str
     device_class_name: str | None = None
     allocation_mode: Literal["ExactCount", "All"] = "ExactCount"
-    count: StrictInt | None = Field(default=None, ge=1, le=128)
+    # Kubernetes only requires count > 0; a claim over its 32-device limit is NodeSelector's check, and an alternative
+    # over it is skipped by the allocator, as upstream's.
+    count: StrictInt | None = Field(default=None, ge=1)
     selectors: list[Selector] = Field(default_factory=list, max_length=DEVICE_SELECTORS_MAX)
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
@@ -655,9 +659,7 @@ class DeviceRequest(DeviceSubRequest):
             if value is not None
         ]
         if own:
-            raise ValueError(
-                f"{', '.join(own)} cannot be set beside first_available: each alternative carries its own"
-            )
+            raise ValueError(f"{', '.join(own)} cannot be set beside first_available: each alternative carries its own")
         _no_duplicates([a.name for a in self.first_available], "first_available alternative name")
         return self
 

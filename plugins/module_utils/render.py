@@ -401,9 +401,7 @@ def _engine_objects(
 def _claim_template(
     ctx: _Context, replica: ReplicaRecord, engine: Engine, mp: MemberRecord, name: str
 ) -> dict[str, Any]:
-    devices = claim_devices(
-        [r.to_dict() for r in mp.claimed_requests], [c.to_dict() for c in mp.constraints]
-    )
+    devices = claim_devices([r.to_dict() for r in mp.claimed_requests], [c.to_dict() for c in mp.constraints])
     managed = _managed(ctx, replica, pool=mp.pool, engine=engine.name)
     managed[LABEL_ROLE] = mp.role.lower()
     labels = _labels(ctx, managed)

@@ -180,9 +180,11 @@ def test_instances_overlay_the_shared_values_and_name_devices_by_index():
             "outside the int64 range",
         ),
         (
-            lambda c: c["devices"][0].update(count=100, instances=None)
-            or c["devices"][1].update(count=28, instances=None)
-            or c["devices"].append({**c["devices"][0], "name": "spare", "count": 28}),
+            lambda c: (
+                c["devices"][0].update(count=100, instances=None)
+                or c["devices"][1].update(count=28, instances=None)
+                or c["devices"].append({**c["devices"][0], "name": "spare", "count": 28})
+            ),
             None,
         ),
     ],
@@ -215,9 +217,7 @@ def test_per_device_attributes_decide_which_devices_a_selector_takes():
     no = alloc({"devices": [{"name": "gpu", "count": 5, "selectors": [{"cel": second_root}]}]}, hgx())
     assert not no.ok
     # The NIC publishes gpu.nvidia.com/pcieRoot too, so a selector without a device class matches it as well.
-    assert no.why == (
-        "request gpu: needs 5 devices, a node has 4 (gpu (NVIDIA H100 80GB HBM3)) or 1 (nic) that match"
-    )
+    assert no.why == ("request gpu: needs 5 devices, a node has 4 (gpu (NVIDIA H100 80GB HBM3)) or 1 (nic) that match")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -265,7 +265,11 @@ def test_per_device_attributes_decide_which_devices_a_selector_takes():
             "needs at least 33 devices whatever it chooses; Kubernetes allocates at most 32",
         ),
         (
-            {"devices": [{"name": "accel", "first_available": [{"name": "big", "count": 33}, {"name": "x", "count": 40}]}]},
+            {
+                "devices": [
+                    {"name": "accel", "first_available": [{"name": "big", "count": 33}, {"name": "x", "count": 40}]}
+                ]
+            },
             "needs at least 33 devices",
         ),
         ({"devices": [{"name": "GPU"}]}, "must be a DNS label"),
@@ -530,7 +534,13 @@ def test_records_round_trip_alternatives_all_and_constraints():
 def test_claim_devices_render_exactly_first_available_all_and_constraints():
     requests = [
         {"name": "gpu", "device_class_name": "gpu.nvidia.com", "count": 4, "selectors": [IS_H100]},
-        {"name": "nics", "device_class_name": "rdma.example.com", "count": 2, "selectors": [], "allocation_mode": "All"},
+        {
+            "name": "nics",
+            "device_class_name": "rdma.example.com",
+            "count": 2,
+            "selectors": [],
+            "allocation_mode": "All",
+        },
         {
             "name": "accel",
             "device_class_name": "gpu.nvidia.com",
@@ -543,7 +553,9 @@ def test_claim_devices_render_exactly_first_available_all_and_constraints():
             "chosen": "any",
         },
     ]
-    spec = claim_devices(requests, [{"requests": ["gpu", "nics"], "match_attribute": PCIE}, {"requests": [], "match_attribute": PCIE}])
+    spec = claim_devices(
+        requests, [{"requests": ["gpu", "nics"], "match_attribute": PCIE}, {"requests": [], "match_attribute": PCIE}]
+    )
     assert spec == {
         "requests": [
             {
@@ -580,8 +592,14 @@ def test_claim_devices_render_exactly_first_available_all_and_constraints():
 def test_rendered_claim_templates_are_schema_valid_in_every_supported_version():
     ns = copy.deepcopy(TP8_ONE_ROOT_PLUS_NIC)
     ns["devices"].append(H100_ELSE_2_A100["devices"][0])
-    ns["devices"].append({"name": "rest", "allocation_mode": "All", "device_class_name": "gpu.nvidia.com",
-                          "selectors": [{"cel": 'device.attributes["gpu.nvidia.com"].index >= 6'}]})
+    ns["devices"].append(
+        {
+            "name": "rest",
+            "allocation_mode": "All",
+            "device_class_name": "gpu.nvidia.com",
+            "selectors": [{"cel": 'device.attributes["gpu.nvidia.com"].index >= 6'}],
+        }
+    )
     ns["devices"][0]["selectors"].append({"cel": 'device.attributes["gpu.nvidia.com"].index < 4'})
     dep = deployment(ns)
     result = place(deployment=dep, clusters=[cluster(("hgx", "hgx", 1))], classes=CLASSES)
@@ -593,3 +611,93 @@ def test_rendered_claim_templates_are_schema_valid_in_every_supported_version():
     assert [r["name"] for r in devices["requests"]] == ["gpu", "nic", "accel", "rest"]
     assert devices["constraints"] == [{"requests": ["gpu", "nic"], "matchAttribute": PCIE}]
     k8s_schemas.validate_objects(claims)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Where kube-scheduler stops early: a CEL runtime error, an All device a constraint rejects
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def tiers(*values: str | None) -> dict[str, Any]:
+    """GPUs whose ``tier`` attribute is given per device (None: the device lacks it, so a selector on it errors)."""
+    return {
+        "devices": [
+            {
+                "name": "gpu",
+                "driver": "gpu.nvidia.com",
+                "device_class_name": "gpu.nvidia.com",
+                "count": len(values),
+                "instances": [{"attributes": {} if v is None else {"tier": {"string": v}}} for v in values],
+            }
+        ]
+    }
+
+
+TIER_B = 'device.attributes["gpu.nvidia.com"].tier == "b"'
+
+
+def test_a_selector_error_on_a_device_the_search_reaches_stops_the_claim():
+    # Upstream scans gpu-0 (no match), then gpu-1, where the selector errors: allocation stops, although gpu-2 and
+    # gpu-3 would match.
+    got = alloc({"devices": [{"name": "gpu", "count": 2, "selectors": [{"cel": TIER_B}]}]}, tiers("a", None, "b", "b"))
+    assert not got.ok
+    assert got.why == (
+        f"selector `{TIER_B}` failed on device gpu: no such key: tier; kube-scheduler stops allocating the claim at "
+        "a CEL runtime error"
+    )
+    # A guarded selector does not error, and the same devices fit.
+    guarded = f'"tier" in device.attributes["gpu.nvidia.com"] && {TIER_B}'
+    assert alloc(
+        {"devices": [{"name": "gpu", "count": 2, "selectors": [{"cel": guarded}]}]}, tiers("a", None, "b", "b")
+    ).ok
+
+
+def test_a_selector_error_the_search_never_reaches_does_not_matter():
+    # gpu-0 and gpu-1 satisfy the request before the search looks at gpu-2, which lacks the attribute.
+    got = alloc({"devices": [{"name": "gpu", "count": 2, "selectors": [{"cel": TIER_B}]}]}, tiers("b", "b", None))
+    assert got.ok
+
+
+def test_an_all_alternative_with_a_selector_error_stops_the_claim_even_if_it_is_not_chosen():
+    # Upstream evaluates every device of an All (sub-)request before searching.
+    ns = {
+        "devices": [
+            {
+                "name": "accel",
+                "first_available": [
+                    {"name": "one", "device_class_name": "gpu.nvidia.com"},
+                    {
+                        "name": "all-b",
+                        "device_class_name": "gpu.nvidia.com",
+                        "allocation_mode": "All",
+                        "selectors": [{"cel": TIER_B}],
+                    },
+                ],
+            }
+        ]
+    }
+    got = alloc(ns, tiers("b", None))
+    assert not got.ok
+    assert got.why.startswith("request accel (All): selector")
+    assert alloc(ns, tiers("b", "a")).ok
+
+
+def test_an_all_request_a_constraint_rejects_stops_the_claim_instead_of_trying_the_next_alternative():
+    ns = {
+        "devices": [
+            {
+                "name": "accel",
+                "first_available": [
+                    {"name": "every", "device_class_name": "gpu.nvidia.com", "allocation_mode": "All"},
+                    {"name": "one", "device_class_name": "gpu.nvidia.com"},
+                ],
+            }
+        ],
+        "constraints": [{"requests": ["accel"], "match_attribute": "gpu.nvidia.com/tier"}],
+    }
+    got = alloc(ns, tiers("a", "b"))
+    assert not got.ok
+    assert "kube-scheduler gives up on a claim whose All request a constraint rejects" in got.why
+    # When All's devices agree, it is chosen.
+    got = alloc(ns, tiers("a", "a"))
+    assert got.ok and got.chosen[0].sub == "every"

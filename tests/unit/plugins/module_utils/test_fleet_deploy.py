@@ -256,7 +256,12 @@ def test_the_table_names_the_first_available_alternative_each_pool_chose():
     row = next(line for line in outcome.table() if line.startswith("llm"))
     assert row.endswith("a100x2: 1x a100x2 [accel=a100]; h100: 1x h100 [accel=h100]")
     # The rendered claim carries both alternatives, each with the device class resolved on its pool.
-    claims = [o for objs in fleet_manifests(fleet, outcome.replicas).values() for o in objs if o["kind"] == "ResourceClaimTemplate"]
+    claims = [
+        o
+        for objs in fleet_manifests(fleet, outcome.replicas).values()
+        for o in objs
+        if o["kind"] == "ResourceClaimTemplate"
+    ]
     assert len(claims) == 2
     for claim in claims:
         (request,) = claim["spec"]["spec"]["devices"]["requests"]
