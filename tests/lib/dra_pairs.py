@@ -492,6 +492,15 @@ def cel_error_requests() -> list[tuple[list[str], dict[str, Any]]]:
         (["all", *f], selector([req("gpu", None, [numa0], all_=True)])),
         (["all", *f], selector([req("gpu", None, [guarded], all_=True)])),
         (["first-available", *f], selector([first_available("gpu", req("local", 1, [numa0]), req("any", 1))])),
+        # An All alternative is evaluated on every device before the search, even when a later one would do.
+        (
+            ["first-available", "all", *f],
+            selector([first_available("gpu", req("every", None, [numa0], all_=True), req("any", 1))]),
+        ),
+        # Devices an earlier request took are skipped before selectors are evaluated on them.
+        (["exact", "multi-request", *f], selector([req("one", 1, [sel_numa(1)]), req("zero", 1, [numa0])])),
+        (["exact", "multi-request", *f], selector([req("zero", 1, [numa0]), req("rest", 3)])),
+        (["exact", "multi-request", *f], selector([req("two", 2), req("local", 1, [numa_any])])),
         (["constraints", "match-one"], selector([req("gpu", 2)], [match(f"{GPU}/numaNode", "gpu")])),
         (["constraints", "match-one"], selector([req("gpu", 3)], [match(f"{GPU}/numaNode", "gpu")])),
     ]
