@@ -168,7 +168,9 @@ def test_placement_agrees_with_kube_scheduler(
         print(
             f"\npairs={n} fits={fit} agreement={agreement:.1f}% disagreements={len(disagreements)} "
             f"(scheduler errors {len(errors)}, timeouts {len(timeouts)}, claims refused {len(refused)}; "
-            f"placement {t_place:.1f}s, kube-scheduler {t_oracle:.1f}s)"
+            f"placement {t_place:.1f}s, kube-scheduler {t_oracle:.1f}s: "
+            + ", ".join(f"{k} {v:.3g}" for k, v in oracle.timings.items())
+            + ")"
         )
         print(
             "per feature (agree/disagree, allocated): "

@@ -108,6 +108,7 @@ class Oracle:
         self.core = client.CoreV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.namespace = namespace
+        self.timings: dict[str, float] = {}  # seconds since run() began: clear, create, decided, settled
 
     # -- plumbing ---------------------------------------------------------------------------------------------------
     def _ensure_namespace(self) -> None:
@@ -204,14 +205,18 @@ class Oracle:
     def run(
         self, cases: list[Case], timeout: float = 300, settle: float = 5, interval: float = 2
     ) -> dict[str, Verdict]:
+        t0 = time.monotonic()
         self._ensure_namespace()
+        self.timings = {"clear": time.monotonic() - t0}
         verdicts: dict[str, Verdict] = {}
         with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
             for case, refused in zip(cases, pool.map(self._create, cases), strict=True):
                 if refused:
                     verdicts[case.name] = Verdict(False, reason="Invalid", message=refused, rejected=refused)
         pending = {c.name for c in cases} - set(verdicts)
+        self.timings["create"] = time.monotonic() - t0 - self.timings["clear"]
         deadline = time.monotonic() + timeout
+        rereads = 0
         while True:
             pods, claims = self._pods(), self._claims()
             for name in list(pending):
@@ -221,6 +226,8 @@ class Oracle:
                     pending.discard(name)
             if not pending:
                 # Re-read once: an unschedulable verdict must not turn into an allocation.
+                self.timings.setdefault("decided", time.monotonic() - t0)
+                rereads += 1
                 time.sleep(settle)
                 pods, claims = self._pods(), self._claims()
                 for name, v in list(verdicts.items()):
@@ -238,6 +245,8 @@ class Oracle:
                     + ", ".join(sorted(pending)[:20])
                 )
             time.sleep(interval)
+        self.timings["settled"] = time.monotonic() - t0
+        self.timings["rereads"] = rereads
         events = self._events()
         for name, v in verdicts.items():
             if not v.allocated and name in events and not v.rejected:
