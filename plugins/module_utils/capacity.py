@@ -8,6 +8,10 @@ schedulable (not cordoned), ``Ready``, publishing every device of the pool's cla
 attributes and capacity, none of them tainted ``NoSchedule``/``NoExecute`` and none held by a ResourceClaim of a
 workload that is not ours. Everything else is drift, reported per cluster and pool with its cause. A pure function of
 the objects read (Nodes, ResourceSlices, ResourceClaims), so it is unit-tested without a cluster.
+
+The objects are read and observed in one place, ``fleet_read`` (the raw objects are about 75 KiB a cluster and cost
+Ansible seconds to template and pass on); what travels on through Ansible variables is :meth:`ClusterState.to_dict`,
+a few hundred bytes per pool, which placement reads back with :func:`usable_nodes` and :func:`pool_notes`.
 """
 
 from __future__ import annotations
@@ -18,10 +22,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL, SERVING_OWNER
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Device, InferenceClass
 from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import QuantityError, parse_quantity
 
 _BLOCKING = ("NoSchedule", "NoExecute")
+
+#: What is listed on every cluster to observe it, ``(apiVersion, kind)``: one list per kind, every namespace.
+CAPACITY_KINDS: tuple[tuple[str, str], ...] = (
+    ("v1", "Node"),
+    ("resource.k8s.io/v1", "ResourceSlice"),
+    ("resource.k8s.io/v1", "ResourceClaim"),
+)
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -296,3 +308,33 @@ def observe_fleet(
             )
         )
     return states
+
+
+# What placement reads back from the observations (:meth:`ClusterState.to_dict`, as ``fleet_read`` returns them).
+
+
+def _pools_of(state: Mapping[str, Any], index: int) -> tuple[str, list[Mapping[str, Any]]]:
+    try:
+        return str(state["cluster"]), list(state["pools"])
+    except (KeyError, TypeError):
+        raise GpufleetError(
+            f"cluster_capacity[{index}]: not an observed cluster (fleet_read's capacity), it has no cluster and pools"
+        ) from None
+
+
+def usable_nodes(states: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """:func:`observed_pools` of observations in their dict shape: ``{cluster: {pool: usable nodes}}``."""
+    out: dict[str, dict[str, int]] = {}
+    for index, state in enumerate(states):
+        cluster, pools = _pools_of(state, index)
+        out[cluster] = {str(p["pool"]): int(p["usable_nodes"]) for p in pools}
+    return out
+
+
+def pool_notes(states: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, list[str]]]:
+    """``{cluster: {pool: notes}}`` of observations in their dict shape, pools without notes left out."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for index, state in enumerate(states):
+        cluster, pools = _pools_of(state, index)
+        out[cluster] = {str(p["pool"]): [str(n) for n in p["notes"]] for p in pools if p.get("notes")}
+    return out

@@ -11,7 +11,10 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import (
     observe_cluster,
     observe_fleet,
     observed_pools,
+    pool_notes,
+    usable_nodes,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import InferenceClass
 
 CLASSES = {
@@ -158,3 +161,20 @@ def test_observe_fleet_reads_only_the_clusters_it_has_objects_for():
     states = observe_fleet(fleet, CLASSES, {"c1": nodes + slices + claims})
     assert observed_pools(states) == {"c1": {"l4": 2}}
     assert states[0].to_dict()["pools"][0]["nodes"] == {"l4-0": ["cordoned"]}
+
+
+def test_placement_reads_the_same_capacity_back_from_the_returned_dicts():
+    """fleet_read returns ClusterState.to_dict(); fleet_placement reads usable nodes and notes back from it."""
+    nodes, slices, claims = healthy()
+    nodes[0] = node("l4-0", cordoned=True)
+    claims.append(claim("batch", "l4-1", ["gpu-0"]))
+    cordoned, clean = observe(nodes, slices, claims), observe_cluster("c2", POOLS, CLASSES, *healthy())
+    dicts = [cordoned.to_dict(), clean.to_dict()]
+    assert usable_nodes(dicts) == observed_pools([cordoned, clean]) == {"c1": {"l4": 1}, "c2": {"l4": 3}}
+    assert pool_notes(dicts) == {"c1": {"l4": cordoned.pools[0].notes()}, "c2": {}}
+    assert len(pool_notes(dicts)["c1"]["l4"]) == 2
+
+
+def test_a_malformed_observation_is_named():
+    with pytest.raises(GpufleetError, match=r"cluster_capacity\[1\]: not an observed cluster"):
+        usable_nodes([observe(*healthy()).to_dict(), {"drift": []}])
