@@ -65,21 +65,21 @@ def _same_quantity(a: Any, b: Any) -> bool:
         return a == b
 
 
-def _device_drift(spec: Device, published: Mapping[str, Any]) -> list[str]:
-    """How a published device differs from its class (attributes and capacity the class sets)."""
+def _device_drift(want: Mapping[str, Any], driver: str, published: Mapping[str, Any]) -> list[str]:
+    """How a published device differs from the device the class declares (``want``: one of
+    ``Device.slice_devices()``, so per-device ``instances`` values are expected on their own device)."""
     out = []
     attributes = published.get("attributes") or {}
-    for key, attr in spec.attributes.items():
-        want = attr.as_k8s()
-        got = attributes.get(key, attributes.get(f"{spec.driver}/{key}"))
-        if got != want:
+    for key, value in (want.get("attributes") or {}).items():
+        got = attributes.get(key, attributes.get(f"{driver}/{key}"))
+        if got != value:
             shown = next(iter(got.values())) if isinstance(got, dict) and got else got
-            out.append(f"attribute {key} is {shown!r}, the class says {next(iter(want.values()))!r}")
+            out.append(f"attribute {key} is {shown!r}, the class says {next(iter(value.values()))!r}")
     capacity = published.get("capacity") or {}
-    for key, cap in spec.capacity.items():
-        got = (capacity.get(key) or capacity.get(f"{spec.driver}/{key}") or {}).get("value")
-        if got is None or not _same_quantity(got, cap.value):
-            out.append(f"capacity {key} is {got or 'missing'}, the class says {cap.value}")
+    for key, cap in (want.get("capacity") or {}).items():
+        got = (capacity.get(key) or capacity.get(f"{driver}/{key}") or {}).get("value")
+        if got is None or not _same_quantity(got, cap["value"]):
+            out.append(f"capacity {key} is {got or 'missing'}, the class says {cap['value']}")
     return out
 
 
@@ -254,6 +254,7 @@ def observe_cluster(
 
     for declared_pool in pools:
         klass = classes[declared_pool.class_name]
+        expected = {d.name: {x["name"]: x for x in d.slice_devices()} for d in klass.devices if d.claim == "DRA"}
         ps = PoolState(cluster, declared_pool.name, declared_pool.class_name, declared_pool.nodes)
         for node in sorted(by_pool.get(declared_pool.name, []), key=lambda n: str(_meta(n).get("name"))):
             name = str(_meta(node).get("name"))
@@ -265,7 +266,11 @@ def observe_cluster(
                     ns.missing.append(f"{len(mine)} of {spec.count} {spec.name} devices ({spec.driver}) published")
                 for dev_name in sorted(mine):
                     dev = mine[dev_name]
-                    ns.mismatched.extend(f"device {dev_name}: {why}" for why in _device_drift(spec, dev))
+                    want = expected[spec.name].get(dev_name)  # None: an index beyond the class's count
+                    if want is not None:
+                        ns.mismatched.extend(
+                            f"device {dev_name}: {why}" for why in _device_drift(want, spec.driver, dev)
+                        )
                     for taint in dev.get("taints") or []:
                         if taint.get("effect") in _BLOCKING:
                             key = taint.get("key", "")

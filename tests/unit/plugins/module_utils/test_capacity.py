@@ -178,3 +178,42 @@ def test_placement_reads_the_same_capacity_back_from_the_returned_dicts():
 def test_a_malformed_observation_is_named():
     with pytest.raises(GpufleetError, match=r"cluster_capacity\[1\]: not an observed cluster"):
         usable_nodes([observe(*healthy()).to_dict(), {"drift": []}])
+
+
+def test_per_device_instances_are_expected_on_their_own_device():
+    # design.md §2a: gpu-1 sits on another PCIe root. A node that publishes the roots swapped has drifted; one that
+    # publishes them as declared has not.
+    klass = InferenceClass.model_validate(
+        {
+            "devices": [
+                {
+                    "name": "gpu",
+                    "driver": "gpu.nvidia.com",
+                    "device_class_name": "gpu.nvidia.com",
+                    "count": 2,
+                    "attributes": {"productName": {"string": "NVIDIA L4"}},
+                    "capacity": {"memory": {"value": "23034Mi"}},
+                    "instances": [
+                        {"attributes": {"pcieRoot": {"string": "pci0000:00"}}},
+                        {"attributes": {"pcieRoot": {"string": "pci0001:00"}}},
+                    ],
+                }
+            ]
+        }
+    )
+    nodes, slices, _claims = healthy()
+    for s in slices:
+        for i, dev in enumerate(s["spec"]["devices"]):
+            dev["attributes"]["pcieRoot"] = {"string": f"pci000{i}:00"}
+    state = observe_cluster("c1", POOLS, {"l4-2x": klass}, nodes, slices, [])
+    assert observed_pools([state]) == {"c1": {"l4": 3}} and state.drift() == []
+    swapped = slices[2]["spec"]["devices"]
+    swapped[0]["attributes"]["pcieRoot"], swapped[1]["attributes"]["pcieRoot"] = (
+        swapped[1]["attributes"]["pcieRoot"],
+        swapped[0]["attributes"]["pcieRoot"],
+    )
+    state = observe_cluster("c1", POOLS, {"l4-2x": klass}, nodes, slices, [])
+    assert observed_pools([state]) == {"c1": {"l4": 2}}
+    assert "c1/l4: node l4-2: device gpu-0: attribute pcieRoot is 'pci0001:00', the class says 'pci0000:00'" in (
+        state.drift()
+    )
