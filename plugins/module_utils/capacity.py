@@ -23,7 +23,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL, SERVING_OWNER
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.models import Device, InferenceClass
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import InferenceClass
 from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import QuantityError, parse_quantity
 
 _BLOCKING = ("NoSchedule", "NoExecute")
