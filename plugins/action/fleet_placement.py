@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import observe_fleet, observed_pools
+from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import pool_notes, usable_nodes
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import observed_replicas, place_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects, recover, tree_token
-from ansible_collections.gpufleet.serving.plugins.module_utils.placement import validate_classes
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -34,20 +33,16 @@ class ActionModule(GpufleetAction):
         observed = [r for r in observed_replicas(objects) if r["cluster"] not in unreachable]
         # A cluster that could not be read keeps the replicas it had at the last successful run.
         observed += [r for r in args["fallback_replicas"] if r.get("cluster") in unreachable]
-        # Observed capacity and drift: a pure function of what was read from the reachable clusters.
-        states = observe_fleet(
-            args["fleet"],
-            validate_classes(args["fleet"]["classes"]),
-            {c: objs for c, objs in args["cluster_objects"].items() if c not in unreachable},
-        )
+        # Observed capacity and drift, as fleet_read observed it on the reachable clusters.
+        states = [s for s in args["cluster_capacity"] if s.get("cluster") not in unreachable]
         outcome = place_fleet(
             args["fleet"],
             observed,
             unreachable=unreachable,
             drained=args["drained"],
             cordoned=args["cordoned"],
-            observed_nodes=observed_pools(states) if args["capacity"] == "observed" else None,
-            capacity_notes={s.name: {p.pool: notes for p in s.pools if (notes := p.notes())} for s in states},
+            observed_nodes=usable_nodes(states) if args["capacity"] == "observed" else None,
+            capacity_notes=pool_notes(states),
         )
         return {
             "changed": outcome.changed,
@@ -62,6 +57,6 @@ class ActionModule(GpufleetAction):
             "table": outcome.table(),
             "explain": outcome.explain(),
             "render_token": token,
-            "drift": [s.to_dict() for s in states],
-            "drift_lines": [line for s in states for line in s.drift()],
+            "drift": states,
+            "drift_lines": [str(line) for s in states for line in s.get("drift") or []],
         }

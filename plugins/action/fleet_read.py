@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import CAPACITY_KINDS, observe_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import Read, connect, read_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.placement import validate_classes
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -14,14 +16,22 @@ class ActionModule(GpufleetAction):
     MODULE = "fleet_read"
 
     def execute(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        fleet = args["fleet"]
+        classes = validate_classes(fleet["classes"]) if fleet else {}
         apis, errors = connect(args["connections"], args["request_timeout"])
         reads = [Read(r["api_version"], r["kind"], tuple(r["label_selectors"])) for r in args["reads"]]
-        objects, read_errors = read_fleet(apis, reads)
+        # The capacity kinds are read after the asked ones and observed here: only the observation is returned.
+        capacity_reads = [Read(api_version, kind) for api_version, kind in CAPACITY_KINDS] if fleet else []
+        lists, read_errors = read_fleet(apis, reads + capacity_reads)
         errors.update(read_errors)
-        return {
+        n = len(reads)
+        result = {
             "changed": False,
-            "objects_by_cluster": objects,
-            "objects": [obj for cluster in sorted(objects) for obj in objects[cluster]],
+            "objects_by_cluster": {c: [o for objs in lists[c][:n] for o in objs] for c in sorted(lists)},
             "unreachable_clusters": sorted(errors),
             "errors": errors,
         }
+        if fleet:
+            states = observe_fleet(fleet, classes, {c: [o for objs in lists[c][n:] for o in objs] for c in lists})
+            result["capacity"] = [s.to_dict() for s in states]
+        return result

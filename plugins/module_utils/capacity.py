@@ -8,6 +8,10 @@ schedulable (not cordoned), ``Ready``, publishing every device of the pool's cla
 attributes and capacity, none of them tainted ``NoSchedule``/``NoExecute`` and none held by a ResourceClaim of a
 workload that is not ours. Everything else is drift, reported per cluster and pool with its cause. A pure function of
 the objects read (Nodes, ResourceSlices, ResourceClaims), so it is unit-tested without a cluster.
+
+The objects are read and observed in one place, ``fleet_read`` (the raw objects are about 75 KiB a cluster and cost
+Ansible seconds to template and pass on); what travels on through Ansible variables is :meth:`ClusterState.to_dict`,
+a few hundred bytes per pool, which placement reads back with :func:`usable_nodes` and :func:`pool_notes`.
 """
 
 from __future__ import annotations
@@ -18,10 +22,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL, SERVING_OWNER
-from ansible_collections.gpufleet.serving.plugins.module_utils.models import Device, InferenceClass
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import InferenceClass
 from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import QuantityError, parse_quantity
 
 _BLOCKING = ("NoSchedule", "NoExecute")
+
+#: What is listed on every cluster to observe it, ``(apiVersion, kind)``: one list per kind, every namespace.
+CAPACITY_KINDS: tuple[tuple[str, str], ...] = (
+    ("v1", "Node"),
+    ("resource.k8s.io/v1", "ResourceSlice"),
+    ("resource.k8s.io/v1", "ResourceClaim"),
+)
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -53,21 +65,21 @@ def _same_quantity(a: Any, b: Any) -> bool:
         return a == b
 
 
-def _device_drift(spec: Device, published: Mapping[str, Any]) -> list[str]:
-    """How a published device differs from its class (attributes and capacity the class sets)."""
+def _device_drift(want: Mapping[str, Any], driver: str, published: Mapping[str, Any]) -> list[str]:
+    """How a published device differs from the device the class declares (``want``: one of
+    ``Device.slice_devices()``, so per-device ``instances`` values are expected on their own device)."""
     out = []
     attributes = published.get("attributes") or {}
-    for key, attr in spec.attributes.items():
-        want = attr.as_k8s()
-        got = attributes.get(key, attributes.get(f"{spec.driver}/{key}"))
-        if got != want:
+    for key, value in (want.get("attributes") or {}).items():
+        got = attributes.get(key, attributes.get(f"{driver}/{key}"))
+        if got != value:
             shown = next(iter(got.values())) if isinstance(got, dict) and got else got
-            out.append(f"attribute {key} is {shown!r}, the class says {next(iter(want.values()))!r}")
+            out.append(f"attribute {key} is {shown!r}, the class says {next(iter(value.values()))!r}")
     capacity = published.get("capacity") or {}
-    for key, cap in spec.capacity.items():
-        got = (capacity.get(key) or capacity.get(f"{spec.driver}/{key}") or {}).get("value")
-        if got is None or not _same_quantity(got, cap.value):
-            out.append(f"capacity {key} is {got or 'missing'}, the class says {cap.value}")
+    for key, cap in (want.get("capacity") or {}).items():
+        got = (capacity.get(key) or capacity.get(f"{driver}/{key}") or {}).get("value")
+        if got is None or not _same_quantity(got, cap["value"]):
+            out.append(f"capacity {key} is {got or 'missing'}, the class says {cap['value']}")
     return out
 
 
@@ -242,6 +254,7 @@ def observe_cluster(
 
     for declared_pool in pools:
         klass = classes[declared_pool.class_name]
+        expected = {d.name: {x["name"]: x for x in d.slice_devices()} for d in klass.devices if d.claim == "DRA"}
         ps = PoolState(cluster, declared_pool.name, declared_pool.class_name, declared_pool.nodes)
         for node in sorted(by_pool.get(declared_pool.name, []), key=lambda n: str(_meta(n).get("name"))):
             name = str(_meta(node).get("name"))
@@ -253,7 +266,11 @@ def observe_cluster(
                     ns.missing.append(f"{len(mine)} of {spec.count} {spec.name} devices ({spec.driver}) published")
                 for dev_name in sorted(mine):
                     dev = mine[dev_name]
-                    ns.mismatched.extend(f"device {dev_name}: {why}" for why in _device_drift(spec, dev))
+                    want = expected[spec.name].get(dev_name)  # None: an index beyond the class's count
+                    if want is not None:
+                        ns.mismatched.extend(
+                            f"device {dev_name}: {why}" for why in _device_drift(want, spec.driver, dev)
+                        )
                     for taint in dev.get("taints") or []:
                         if taint.get("effect") in _BLOCKING:
                             key = taint.get("key", "")
@@ -296,3 +313,33 @@ def observe_fleet(
             )
         )
     return states
+
+
+# What placement reads back from the observations (:meth:`ClusterState.to_dict`, as ``fleet_read`` returns them).
+
+
+def _pools_of(state: Mapping[str, Any], index: int) -> tuple[str, list[Mapping[str, Any]]]:
+    try:
+        return str(state["cluster"]), list(state["pools"])
+    except (KeyError, TypeError):
+        raise GpufleetError(
+            f"cluster_capacity[{index}]: not an observed cluster (fleet_read's capacity), it has no cluster and pools"
+        ) from None
+
+
+def usable_nodes(states: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """:func:`observed_pools` of observations in their dict shape: ``{cluster: {pool: usable nodes}}``."""
+    out: dict[str, dict[str, int]] = {}
+    for index, state in enumerate(states):
+        cluster, pools = _pools_of(state, index)
+        out[cluster] = {str(p["pool"]): int(p["usable_nodes"]) for p in pools}
+    return out
+
+
+def pool_notes(states: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, list[str]]]:
+    """``{cluster: {pool: notes}}`` of observations in their dict shape, pools without notes left out."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for index, state in enumerate(states):
+        cluster, pools = _pools_of(state, index)
+        out[cluster] = {str(p["pool"]): [str(n) for n in p["notes"]] for p in pools if p.get("notes")}
+    return out

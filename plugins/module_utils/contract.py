@@ -168,11 +168,5 @@ def role_contract() -> dict[str, Any]:
         "annotation_placement": ANNOTATION_PLACEMENT,
         "node_pool_label": NODE_POOL_LABEL,
         "serving_kinds": [k.to_dict() for k in serving_kinds()],
-        # Observed capacity and drift (capacity.py): what is listed on every cluster.
-        "capacity_reads": [
-            {"api_version": "v1", "kind": "Node"},
-            {"api_version": "resource.k8s.io/v1", "kind": "ResourceSlice"},
-            {"api_version": "resource.k8s.io/v1", "kind": "ResourceClaim"},
-        ],
         "workload_kinds": [k.to_dict() for k in workload_kinds()],
     }

@@ -345,15 +345,15 @@ class Read:
     label_selectors: tuple[str, ...] = ()
 
 
-def read_fleet(apis: Mapping[str, ClusterAPI], reads: list[Read]) -> tuple[dict[str, list[Obj]], dict[str, str]]:
-    """One list per read per cluster, clusters in parallel: the objects of each reachable cluster, and why each
-    other cluster could not be read."""
+def read_fleet(apis: Mapping[str, ClusterAPI], reads: list[Read]) -> tuple[dict[str, list[list[Obj]]], dict[str, str]]:
+    """One list per read per cluster, clusters in parallel: for each reachable cluster, the objects of each read (in
+    the order of ``reads``), and why each other cluster could not be read."""
 
-    def read(name: str) -> list[Obj]:
+    def read(name: str) -> list[list[Obj]]:
         api = apis[name]
-        return [obj for r in reads for obj in api.list(r.api_version, r.kind, r.label_selectors)]
+        return [api.list(r.api_version, r.kind, r.label_selectors) for r in reads]
 
-    objects: dict[str, list[Obj]] = {}
+    objects: dict[str, list[list[Obj]]] = {}
     errors: dict[str, str] = {}
     for name, result in _each(read, apis).items():
         if isinstance(result, ClusterError):

@@ -50,6 +50,7 @@ stays a 63-character DNS label.
 from __future__ import annotations
 
 import heapq
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -254,6 +255,24 @@ def validate_clusters(clusters: Any, classes: Mapping[str, Any]) -> list[Placeme
     if errors:
         raise FleetValidationError(errors)
     return out
+
+
+_CLUSTERS_SEEN: dict[str, list[PlacementCluster]] = {}
+
+
+def _validated_clusters(clusters: Any, classes: Mapping[str, Any]) -> list[PlacementCluster]:
+    """:func:`validate_clusters`, remembered for the last candidate list by its content (canonical JSON and the class
+    names), so placing deployment after deployment over one fleet validates it once. The models are frozen."""
+    try:
+        key = json.dumps([clusters, sorted(classes)], sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return validate_clusters(clusters, classes)
+    hit = _CLUSTERS_SEEN.get(key)
+    if hit is None:
+        hit = validate_clusters(clusters, classes)
+        _CLUSTERS_SEEN.clear()
+        _CLUSTERS_SEEN[key] = hit
+    return list(hit)
 
 
 def validate_records(replicas: Any, ours: str) -> list[ReplicaRecord | LedgerRecord]:
@@ -897,7 +916,7 @@ def place(
     require_pydantic()
     dep: ModelDeployment = parse(ModelDeployment, deployment, "deployment")
     parsed_classes = validate_classes(classes)
-    parsed_clusters = validate_clusters(clusters, parsed_classes)
+    parsed_clusters = _validated_clusters(clusters, parsed_classes)
     records = validate_records(replicas, dep.name)
     return plan(dep, parsed_classes, parsed_clusters, records, selectors=selectors).to_dict()
 

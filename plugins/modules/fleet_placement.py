@@ -54,19 +54,22 @@ options:
     type: list
     elements: str
     default: []
-  cluster_objects:
+  cluster_capacity:
     description:
-      - Per cluster, the Nodes, ResourceSlices and ResourceClaims read from it (for example with
-        M(gpufleet.serving.fleet_read)). With them, RV(drift) says per cluster and pool what differs from the
-        declared fleet, and O(capacity=observed) places against what is really usable.
-    type: dict
-    default: {}
+      - Per cluster, what its pools really have, as returned in C(capacity) by M(gpufleet.serving.fleet_read) (with
+        its O(gpufleet.serving.fleet_read#module:fleet) option). With it, RV(drift) says per cluster and pool what
+        differs from the declared fleet, and O(capacity=observed) places against what is really usable. Clusters in
+        O(unreachable) are left out.
+    type: list
+    elements: dict
+    default: []
   capacity:
     description:
       - V(declared) places against the inventory's node counts. V(observed) counts, per pool, only the nodes read in
-        O(cluster_objects) that are schedulable, Ready and publish every device of the pool's class (attributes and
-        capacity as the class says) with none tainted C(NoSchedule)/C(NoExecute) and none held by a ResourceClaim of
-        another workload. Clusters without objects (unreachable, or render mode) keep their declared counts.
+        O(cluster_capacity) as usable, those schedulable, Ready and publishing every device of the pool's class
+        (attributes and capacity as the class says) with none tainted C(NoSchedule)/C(NoExecute) and none held by a
+        ResourceClaim of another workload. Clusters not in O(cluster_capacity) (unreachable, or render mode) keep their declared
+        counts.
     type: str
     choices: [declared, observed]
     default: declared
@@ -151,8 +154,9 @@ status:
   sample: {qwen-demo: Ready, too-big: Degraded}
 drift:
   description:
-    - Per cluster read in O(cluster_objects), per pool the declared, labelled and usable nodes and why nodes are not
-      usable; nodes that publish GPU devices without a pool label; claims of other workloads that hold devices.
+    - O(cluster_capacity), less the clusters in O(unreachable). Per cluster, per pool the declared, labelled and
+      usable nodes and why nodes are not usable; nodes that publish GPU devices without a pool label; claims of other
+      workloads that hold devices.
   returned: success
   type: list
   elements: dict

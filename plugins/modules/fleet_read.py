@@ -19,6 +19,9 @@ description:
     parallel. A kind a cluster does not serve (its CRD is not installed) has no objects there.
   - A cluster that cannot be read (no answer, refused credentials) does not fail the task; it is returned in
     RV(unreachable_clusters) with the reason in RV(errors), so a play can go on with the others.
+  - With O(fleet), it also lists every cluster's Nodes, ResourceSlices and ResourceClaims and returns, in
+    RV(capacity), what each declared pool really has (observed capacity and drift). The raw objects stay in the
+    plugin (tens of KiB a cluster, which would cost seconds a run to pass through Ansible variables).
 author:
   - gpufleet.serving contributors (@gpufleet)
 extends_documentation_fragment:
@@ -43,6 +46,12 @@ options:
         type: list
         elements: str
         default: []
+  fleet:
+    description:
+      - The normalised fleet, as returned in C(fleet) by M(gpufleet.serving.fleet_info). When set, every reachable
+        cluster's Nodes, ResourceSlices and ResourceClaims are read too and observed against the cluster's declared
+        pools and their classes (RV(capacity)); they are not returned in RV(objects_by_cluster).
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -68,19 +77,48 @@ EXAMPLES = r"""
         label_selectors: [app.kubernetes.io/managed-by=gpufleet.serving, gpufleet.io/component=serving]
   run_once: true
   register: fleet_services
+
+- name: Read the serving Services, and observe what every pool of the fleet really has
+  gpufleet.serving.fleet_read:
+    connections: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'cluster_connection_k8s'))) }}"
+    reads:
+      - api_version: v1
+        kind: Service
+        label_selectors: [app.kubernetes.io/managed-by=gpufleet.serving, gpufleet.io/component=serving]
+    fleet: "{{ gpufleet_fleet.fleet }}"
+  run_once: true
+  register: fleet_reads
 """
 
 RETURN = r"""
 objects_by_cluster:
-  description: The objects read, by cluster, for every cluster that could be read (each with C(apiVersion), C(kind)).
+  description:
+    - The objects of O(reads), by cluster, for every cluster that could be read (each with C(apiVersion), C(kind)).
+    - Flatten them with C(objects_by_cluster.values() | flatten(levels=1)) for one list of the whole fleet.
   returned: always
   type: dict
   sample: {lf-alpha: [{apiVersion: v1, kind: Service, metadata: {name: chat-1a2b3, namespace: ml-team}}]}
-objects:
-  description: Every object read, of every cluster.
-  returned: always
+capacity:
+  description:
+    - With O(fleet), per cluster of the fleet that could be read (in the fleet's order), per pool the declared,
+      labelled and usable nodes and why nodes are not usable; nodes that publish GPU devices without a pool label;
+      claims of other workloads that hold devices; and the drift lines. Pass it to M(gpufleet.serving.fleet_placement)
+      as O(gpufleet.serving.fleet_placement#module:cluster_capacity).
+    - A node is usable when it carries the pool's label, is schedulable and Ready, and publishes every device of the
+      pool's class (attributes and capacity as the class says), none tainted C(NoSchedule)/C(NoExecute) and none
+      held by a ResourceClaim of another workload.
+  returned: when O(fleet) is set
   type: list
   elements: dict
+  sample:
+    - cluster: lf-alpha
+      pools:
+        - {pool: l4, class: l4-1x, declared_nodes: 3, labelled_nodes: 3, usable_nodes: 2,
+           notes: ["1 of 3 nodes cordoned"], nodes: {l4-2: [cordoned]}}
+      unlabelled_nodes: []
+      unknown_pools: []
+      foreign_claims: []
+      drift: ["lf-alpha/l4: 1 of 3 nodes cordoned"]
 unreachable_clusters:
   description: The clusters that could not be read, sorted.
   returned: always

@@ -20,6 +20,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import queue
 import random
 import re
 import socket
@@ -51,8 +52,8 @@ MANIFEST_FORMAT = 1
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
-READ_SIZE = 4 * MiB  # network read / disk write unit (hashed while still in cache)
-HASH_READ_SIZE = 8 * MiB  # read-back unit when hashing chunks in order
+READ_SIZE = 4 * MiB  # network read / disk write / read-back unit (hashed while still in cache)
+BLOCKS_PER_WORKER = 3  # READ_SIZE buffers per worker between the fetchers and the digest threads
 DEFAULT_CHUNK = 32 * MiB  # byte range fetched by one request
 MIN_CHUNK = 64 * KiB
 
@@ -289,17 +290,6 @@ def pwrite_all(fd: int, data: Any, offset: int) -> None:
         offset += n
 
 
-_tls = threading.local()
-
-
-def _buffer(name: str, size: int) -> memoryview:
-    buf = getattr(_tls, name, None)
-    if buf is None or len(buf) < size:
-        buf = memoryview(bytearray(size))
-        setattr(_tls, name, buf)
-    return buf
-
-
 # --------------------------------------------------------------------------- logging
 
 
@@ -357,9 +347,9 @@ class RemoteFile:
 
 
 class Reader:
-    """A streaming body: read(n) returns a bytes-like object (empty at EOF) that is valid until the next read."""
+    """A streaming body: readinto(buf) fills the start of ``buf`` and returns the byte count (0 at EOF)."""
 
-    def read(self, n: int) -> Any:  # pragma: no cover - interface
+    def readinto(self, buf: memoryview) -> int:  # pragma: no cover - interface
         raise NotImplementedError
 
     def close(self) -> None:  # pragma: no cover - interface
@@ -427,14 +417,11 @@ class _UrlReader(Reader):
         self.resp = resp
         self.what = what
 
-    def read(self, n: int) -> Any:
-        buf = _buffer("net", READ_SIZE)
-        n = min(n, len(buf))
+    def readinto(self, buf: memoryview) -> int:
         try:
-            got = self.resp.readinto(buf[:n])
+            return int(self.resp.readinto(buf))
         except Exception as exc:
             raise _http_error(exc, self.what) from None
-        return buf[:got]
 
     def close(self) -> None:
         self.resp.close()
@@ -803,7 +790,7 @@ def _s3_error(exc: BaseException, what: str) -> HydrateError:
 
 class _S3Reader(Reader):
     """The body of a GetObject. When botocore's stream is a plain (not content-decoded) urllib3 response over
-    http.client, bytes are read straight into a reusable buffer (one copy, no allocation per block); the length is
+    http.client, bytes are read straight into the caller's buffer (one copy, no allocation per block); the length is
     checked by the caller against the requested range either way."""
 
     def __init__(self, body: Any, what: str) -> None:
@@ -814,17 +801,19 @@ class _S3Reader(Reader):
         plain = raw is not None and not getattr(raw, "_decoder", None) and not getattr(raw, "decode_content", True)
         self.fast = fp if plain and callable(getattr(fp, "readinto", None)) else None
 
-    def read(self, n: int) -> Any:
+    def readinto(self, buf: memoryview) -> int:
         try:
             if self.fast is not None:
-                buf = _buffer("net", READ_SIZE)
-                got = self.fast.readinto(buf[: min(n, len(buf))])
-                return buf[:got]
-            return self.body.read(n)
+                return int(self.fast.readinto(buf))
+            data = self.body.read(len(buf))
         except HydrateError:
             raise
         except Exception as exc:
             raise _s3_error(exc, self.what) from None
+        if len(data) > len(buf):
+            raise TransientError(f"{self.what}: server sent more bytes than asked for")
+        buf[: len(data)] = data
+        return len(data)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -1073,20 +1062,127 @@ def ensure_parent_dirs(dest: str, rel: str, created: set[str]) -> str:
     return target
 
 
-def hash_file(path: str, algos: list[str], size: int | None = None) -> dict[str, str]:
-    hashers = {a: new_hasher(a, size) for a in algos}
-    buf = _buffer("hash", HASH_READ_SIZE)
+class BlockPool:
+    """READ_SIZE buffers shared by every file: a fetcher (or a read-back) takes one per block and the digest threads
+    give it back once every algorithm has hashed it. Bounded: when the digests fall behind, the fetchers wait for a
+    buffer (back-pressure) instead of reading ahead without limit. Taking never waits on another taker: a buffer in
+    use is either being filled by its taker or queued for digest threads, which always finish with it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(2, limit)
+        self._free: list[memoryview] = []
+        self._made = 0
+        self._cond = threading.Condition()
+
+    def take(self) -> memoryview:
+        with self._cond:
+            while not self._free and self._made >= self.limit:
+                self._cond.wait()
+            if self._free:
+                return self._free.pop()
+            self._made += 1
+        return memoryview(bytearray(READ_SIZE))
+
+    def give(self, buf: memoryview) -> None:
+        with self._cond:
+            self._free.append(buf)
+            self._cond.notify()
+
+
+class Digester:
+    """Every digest of one file, fed its bytes in order, each algorithm hashed on a thread of its own.
+
+    hashlib releases the GIL while it hashes a large buffer, so sha256 and MD5 run at once on two cores and beside the
+    network reads and disk writes of the fetchers, instead of one after the other on the fetcher's thread (which
+    then stops reading the network). Every byte fed is hashed by every algorithm: hexdigests() waits for that.
+    """
+
+    def __init__(self, algos: list[str], size: int | None, pool: BlockPool) -> None:
+        self.hashers = {a: new_hasher(a, size) for a in algos}
+        self._pool = pool
+        self._queues: list[queue.SimpleQueue[tuple[memoryview, int] | None]] = []
+        self._threads: list[threading.Thread] = []
+        self._refs: dict[int, int] = {}  # id(buffer) -> algorithms that have not hashed it yet
+        self._lock = threading.Lock()
+        self._closed = False
+        self._discard = False
+
+    def feed(self, buf: memoryview, n: int) -> None:
+        """Hash ``buf[:n]`` after everything fed before; ``buf`` (taken from the pool) goes back to it once hashed."""
+        with self._lock:
+            if self._closed:  # a restarted file's old attempt: nothing more to hash
+                self._pool.give(buf)
+                return
+            if not self._threads:
+                for algo, hasher in self.hashers.items():
+                    q: queue.SimpleQueue[tuple[memoryview, int] | None] = queue.SimpleQueue()
+                    t = threading.Thread(target=self._run, args=(hasher, q), name=f"digest-{algo}", daemon=True)
+                    self._queues.append(q)
+                    self._threads.append(t)
+                    t.start()
+            self._refs[id(buf)] = len(self._queues)
+            for q in self._queues:
+                q.put((buf, n))
+
+    def _run(self, hasher: Any, q: queue.SimpleQueue[tuple[memoryview, int] | None]) -> None:
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            buf, n = item
+            if not self._discard:
+                hasher.update(buf[:n])
+            with self._lock:
+                self._refs[id(buf)] -= 1
+                last = not self._refs[id(buf)]
+                if last:
+                    del self._refs[id(buf)]
+            if last:
+                self._pool.give(buf)
+
+    def _join(self) -> None:
+        with self._lock:
+            self._closed = True
+            queues, threads = self._queues, self._threads
+        for q in queues:
+            q.put(None)
+        for t in threads:
+            t.join()
+
+    def hexdigests(self) -> dict[str, str]:
+        """The digests of every byte fed (waits for the digest threads); feeding afterwards hashes nothing."""
+        self._join()
+        return {a: h.hexdigest() for a, h in self.hashers.items()}
+
+    def close(self) -> None:
+        """Stop hashing (what is still queued is dropped, its buffers given back)."""
+        self._discard = True
+        self._join()
+
+
+def hash_file(path: str, algos: list[str], size: int | None = None, pool: BlockPool | None = None) -> dict[str, str]:
+    """Every digest of a file on disk (read in this thread, hashed on the digest threads)."""
+    pool = pool or BlockPool(BLOCKS_PER_WORKER)
+    digester = Digester(algos, size, pool)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     try:
         while True:
-            n = os.readv(fd, [buf])
+            buf = pool.take()
+            try:
+                n = os.readv(fd, [buf])
+            except BaseException:
+                pool.give(buf)
+                raise
             if not n:
+                pool.give(buf)
                 break
-            for h in hashers.values():
-                h.update(buf[:n])
+            digester.feed(buf, n)
+    except BaseException:
+        digester.close()
+        raise
     finally:
         os.close(fd)
-    return {a: h.hexdigest() for a, h in hashers.items()}
+    return digester.hexdigests()
 
 
 # --------------------------------------------------------------------------- progress
@@ -1160,13 +1256,15 @@ class Progress:
 class FileJob:
     """One file fetched into .gpufleet/partial/<id>.part as byte-range chunks, hashed in order.
 
-    The hash cursor (hash_pos) only moves forward over bytes that are on disk. The worker whose block
-    lands exactly at the cursor hashes it from memory (one pass); bytes that arrived ahead of the
-    cursor (another worker's chunk, or a resumed chunk) are read back from the page cache later.
+    The hash cursor (hash_pos) only moves forward over bytes that are on disk and have been handed to the file's
+    Digester. The worker whose block lands exactly at the cursor hands it over from memory (one pass, the
+    hashing itself on the digest threads); bytes that arrived ahead of the cursor (another worker's chunk, or a
+    resumed chunk) are read back from the page cache later.
     """
 
-    def __init__(self, rf: RemoteFile, partial_dir: str, chunk: int) -> None:
+    def __init__(self, rf: RemoteFile, partial_dir: str, chunk: int, blocks: BlockPool) -> None:
         self.rf = rf
+        self.blocks = blocks
         self.id = partial_id(rf.path)
         self.part = os.path.join(partial_dir, self.id + ".part")
         self.meta_path = os.path.join(partial_dir, self.id + ".json")
@@ -1191,7 +1289,7 @@ class FileJob:
         self.hash_pos = 0
         self.hash_busy = False
         self.finalized = False
-        self.hashers = {a: new_hasher(a, self.rf.size) for a in self.algos}
+        self.digester = Digester(self.algos, self.rf.size, self.blocks)
         self.length = 0  # bytes received, for single-chunk files of unknown size
 
     def header(self) -> dict[str, Any]:
@@ -1211,6 +1309,7 @@ class FileJob:
                 os.unlink(p)
 
     def close(self) -> None:
+        self.digester.close()
         for attr in ("fd", "journal_fd"):
             fd = getattr(self, attr)
             if fd is not None:
@@ -1312,6 +1411,7 @@ class Hydrator:
         self.progress: Progress | None = None
         self._lock_fd: int | None = None
         self.verified: dict[str, str] = {}  # path -> sha256 re-hashed in this run
+        self.blocks = BlockPool(BLOCKS_PER_WORKER * args.workers)
 
     # ---- entry point
     def run(self) -> int:
@@ -1418,7 +1518,7 @@ class Hydrator:
             self.log.info("verify", f"verifying {len(to_hash)} files ({fmt_bytes(sum(e['size'] for e in to_hash))})")
 
             def check(entry: dict[str, Any]) -> str | None:
-                got = hash_file(os.path.join(self.dest, entry["path"]), ["sha256"])["sha256"]
+                got = hash_file(os.path.join(self.dest, entry["path"]), ["sha256"], None, self.blocks)["sha256"]
                 if got != entry.get("sha256"):
                     self.log.warn("verify", f"{entry['path']}: sha256 mismatch on disk; it will be re-fetched")
                     return entry["path"]
@@ -1488,7 +1588,7 @@ class Hydrator:
         self._clean_partials(fetch)
 
         self.progress = Progress(log, len(files), total_bytes, args.progress_interval)
-        jobs = [FileJob(rf, self.partial, args.chunk_size) for rf in fetch]
+        jobs = [FileJob(rf, self.partial, args.chunk_size, self.blocks) for rf in fetch]
         resumed = sum(job.prepare(log) for job in jobs)
         need = sum(rf.size or 0 for rf in fetch) - resumed
         self._check_space(need)
@@ -1613,7 +1713,7 @@ class Hydrator:
                 if self.verified.get(rf.path) == entry.get("sha256") and not set(rf.expect) - {"sha256"}:
                     return rf.expect.get("sha256", entry["sha256"]) == entry["sha256"]  # hashed a moment ago
                 algos = ["sha256", *sorted(a for a in rf.expect if a != "sha256")]
-                got = hash_file(os.path.join(self.dest, rf.path), algos, entry["size"])
+                got = hash_file(os.path.join(self.dest, rf.path), algos, entry["size"], self.blocks)
                 good = got["sha256"] == entry.get("sha256") and all(got[a] == v for a, v in rf.expect.items())
                 if not good:
                     self.log.warn("verify", f"{rf.path}: digest mismatch on disk; it will be re-fetched")
@@ -1830,6 +1930,7 @@ class Hydrator:
         multi = job.multi
         attempt = job.attempt  # a digest mismatch restarts the file: this task then belongs to a finished attempt
         inline_ok = self.args.hash_mode == "ordered"
+        blocks = self.blocks
         off = start
         failures = 0
         while True:
@@ -1839,31 +1940,36 @@ class Hydrator:
                 try:
                     while end is None or off < end:
                         want = READ_SIZE if end is None else min(READ_SIZE, end - off)
-                        data = reader.read(want)
-                        n = len(data)
-                        if not n:
-                            break
-                        if n > want:
-                            raise TransientError(f"{rf.path}: server sent more bytes than asked for")
+                        buf = blocks.take()
+                        handed = False  # to the digest threads, which give the buffer back
                         try:
-                            pwrite_all(fd, data, off)
-                        except OSError as exc:
-                            raise _os_error(exc, f"writing {rf.path}") from None
-                        if not multi:
-                            for h in job.hashers.values():
-                                h.update(data)
-                        else:
-                            with job.lock:
-                                job.written_end[i] = off + n
-                                take = inline_ok and not job.hash_busy and job.hash_pos == off
-                                if take:
-                                    job.hash_busy = True
-                            if take:
-                                for h in job.hashers.values():
-                                    h.update(data)
+                            n = reader.readinto(buf[:want])
+                            if not n:
+                                break
+                            try:
+                                pwrite_all(fd, buf[:n], off)
+                            except OSError as exc:
+                                raise _os_error(exc, f"writing {rf.path}") from None
+                            if not multi:
+                                job.digester.feed(buf, n)
+                                handed = True
+                            else:
                                 with job.lock:
-                                    job.hash_pos = off + n
-                                    job.hash_busy = False
+                                    job.written_end[i] = off + n
+                                    take = inline_ok and not job.hash_busy and job.hash_pos == off
+                                    if take:
+                                        job.hash_busy = True
+                                        digester = job.digester
+                                if take:
+                                    digester.feed(buf, n)
+                                    handed = True
+                                    with job.lock:
+                                        if job.attempt == attempt:
+                                            job.hash_pos = off + n
+                                            job.hash_busy = False
+                        finally:
+                            if not handed:
+                                blocks.give(buf)
                         off += n
                         progress.add(n)
                         failures = 0
@@ -1880,7 +1986,8 @@ class Hydrator:
                 if off > start and not rf.ranges:  # cannot resume mid-file without Range: start over
                     progress.add(-(off - start))
                     off = start
-                    job.hashers = {a: new_hasher(a, rf.size) for a in job.algos}
+                    job.digester.close()
+                    job.digester = Digester(job.algos, rf.size, blocks)
                 delay = self._backoff(failures)
                 self.log.warn("retry", f"{exc}; retry {failures}/{self.args.retries} in {delay:.1f}s")
                 if self.stop.wait(delay):
@@ -1905,10 +2012,11 @@ class Hydrator:
                 return
             job.hash_busy = True
             attempt = job.attempt
+            digester = job.digester
         fd = self._open_job(job)
         final_mode = self.args.hash_mode == "final"
         size = job.rf.size or 0
-        buf = _buffer("hash", HASH_READ_SIZE)
+        blocks = self.blocks
         while True:
             with job.lock:
                 pos = job.hash_pos
@@ -1921,11 +2029,16 @@ class Hydrator:
                     break
             while pos < avail:
                 self._check_stop()
-                n = os.preadv(fd, [buf[: min(HASH_READ_SIZE, avail - pos)]], pos)
+                buf = blocks.take()
+                try:
+                    n = os.preadv(fd, [buf[: min(READ_SIZE, avail - pos)]], pos)
+                except BaseException:
+                    blocks.give(buf)
+                    raise
                 if n <= 0:
+                    blocks.give(buf)
                     raise HydrateError(f"{job.rf.path}: short read while hashing the partial file")
-                for h in job.hashers.values():
-                    h.update(buf[:n])
+                digester.feed(buf, n)
                 pos += n
             with job.lock:
                 if job.attempt != attempt:  # pragma: no cover - only the hash holder restarts a file
@@ -1946,7 +2059,7 @@ class Hydrator:
         fd = self._open_job(job)
         size = rf.size if rf.size is not None else job.length
         actual = os.fstat(fd).st_size
-        digests = {a: h.hexdigest() for a, h in job.hashers.items()}
+        digests = job.digester.hexdigests()
         problems = [a for a, v in sorted(rf.expect.items()) if digests.get(a) != v]
         if problems and actual == size:
             reason = self.source.explain_mismatch(rf, problems) if self.source else None

@@ -113,6 +113,49 @@ def test_fleet_placement_fails_with_the_one_shape_on_a_bad_fallback(example_task
     assert any(e["path"].startswith("observed[0]") for e in result["errors"])
 
 
+def _no_usable_nodes(fleet, cluster):
+    """An observation of ``cluster`` (fleet_read's capacity shape) in which every node of every pool is cordoned."""
+    pools = next(c["pools"] for c in fleet["clusters"] if c["name"] == cluster)
+    return {
+        "cluster": cluster,
+        "pools": [
+            {
+                "pool": p["name"],
+                "class": p["class"],
+                "declared_nodes": p["nodes"],
+                "labelled_nodes": p["nodes"],
+                "usable_nodes": 0,
+                "notes": [f"{p['nodes']} of {p['nodes']} nodes cordoned"],
+                "nodes": {},
+            }
+            for p in pools
+        ],
+        "unlabelled_nodes": [],
+        "unknown_pools": [],
+        "foreign_claims": [],
+        "drift": [f"{cluster}/{p['name']}: {p['nodes']} of {p['nodes']} nodes cordoned" for p in pools],
+    }
+
+
+def test_fleet_placement_places_against_the_observed_capacity(example_task_vars):
+    fleet = _fleet(example_task_vars)["fleet"]
+    declared = run_action("fleet_placement", {"fleet": fleet})
+    busy = declared["replicas"][0]["cluster"]
+    capacity = [_no_usable_nodes(fleet, busy)]
+    same = run_action("fleet_placement", {"fleet": fleet, "cluster_capacity": capacity})
+    assert not same.get("failed"), same.get("msg")
+    assert same["replicas"] == declared["replicas"]  # declared capacity: drift is reported, placement unchanged
+    assert same["drift"] == capacity and same["drift_lines"] == capacity[0]["drift"]
+    observed = run_action("fleet_placement", {"fleet": fleet, "cluster_capacity": capacity, "capacity": "observed"})
+    assert not observed.get("failed"), observed.get("msg")
+    assert busy not in {r["cluster"] for r in observed["replicas"]}
+    # an unreachable cluster's observation (there is none in practice) is left out
+    gone = run_action(
+        "fleet_placement", {"fleet": fleet, "cluster_capacity": capacity, "capacity": "observed", "unreachable": [busy]}
+    )
+    assert gone["drift"] == [] and gone["drift_lines"] == []
+
+
 def test_manifest_dir_writes_prunes_and_reports(tmp_path):
     owner = {"app.kubernetes.io/managed-by": "tests"}
     obj = {
@@ -166,6 +209,21 @@ def test_fleet_read_names_a_cluster_it_cannot_read(tmp_path):
     assert not result.get("failed"), result
     assert result["unreachable_clusters"] == ["gone"] and result["objects_by_cluster"] == {}
     assert "secret-token-never-printed" not in str(result)
+
+
+def test_fleet_read_observes_no_capacity_of_a_cluster_it_cannot_read(tmp_path, example_task_vars):
+    fleet = _fleet(example_task_vars)["fleet"]
+    args = {
+        "connections": {"gone": {"kubeconfig": _closed_port_kubeconfig(tmp_path)}},
+        "reads": [{"api_version": "v1", "kind": "Service"}],
+        "request_timeout": 5,
+    }
+    assert "capacity" not in run_action("fleet_read", args)
+    result = run_action("fleet_read", {**args, "fleet": fleet})
+    assert not result.get("failed"), result
+    assert result["unreachable_clusters"] == ["gone"] and result["capacity"] == []
+    bad = run_action("fleet_read", {**args, "fleet": {**fleet, "classes": ["not", "a", "mapping"]}})
+    assert bad["failed"] is True and bad["msg"].startswith("fleet_read: ")
 
 
 def test_fleet_apply_records_state_but_keeps_a_failed_cluster_as_it_was(tmp_path):

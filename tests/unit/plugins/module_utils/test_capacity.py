@@ -11,7 +11,10 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import (
     observe_cluster,
     observe_fleet,
     observed_pools,
+    pool_notes,
+    usable_nodes,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import InferenceClass
 
 CLASSES = {
@@ -158,3 +161,59 @@ def test_observe_fleet_reads_only_the_clusters_it_has_objects_for():
     states = observe_fleet(fleet, CLASSES, {"c1": nodes + slices + claims})
     assert observed_pools(states) == {"c1": {"l4": 2}}
     assert states[0].to_dict()["pools"][0]["nodes"] == {"l4-0": ["cordoned"]}
+
+
+def test_placement_reads_the_same_capacity_back_from_the_returned_dicts():
+    """fleet_read returns ClusterState.to_dict(); fleet_placement reads usable nodes and notes back from it."""
+    nodes, slices, claims = healthy()
+    nodes[0] = node("l4-0", cordoned=True)
+    claims.append(claim("batch", "l4-1", ["gpu-0"]))
+    cordoned, clean = observe(nodes, slices, claims), observe_cluster("c2", POOLS, CLASSES, *healthy())
+    dicts = [cordoned.to_dict(), clean.to_dict()]
+    assert usable_nodes(dicts) == observed_pools([cordoned, clean]) == {"c1": {"l4": 1}, "c2": {"l4": 3}}
+    assert pool_notes(dicts) == {"c1": {"l4": cordoned.pools[0].notes()}, "c2": {}}
+    assert len(pool_notes(dicts)["c1"]["l4"]) == 2
+
+
+def test_a_malformed_observation_is_named():
+    with pytest.raises(GpufleetError, match=r"cluster_capacity\[1\]: not an observed cluster"):
+        usable_nodes([observe(*healthy()).to_dict(), {"drift": []}])
+
+
+def test_per_device_instances_are_expected_on_their_own_device():
+    # design.md §2a: gpu-1 sits on another PCIe root. A node that publishes the roots swapped has drifted; one that
+    # publishes them as declared has not.
+    klass = InferenceClass.model_validate(
+        {
+            "devices": [
+                {
+                    "name": "gpu",
+                    "driver": "gpu.nvidia.com",
+                    "device_class_name": "gpu.nvidia.com",
+                    "count": 2,
+                    "attributes": {"productName": {"string": "NVIDIA L4"}},
+                    "capacity": {"memory": {"value": "23034Mi"}},
+                    "instances": [
+                        {"attributes": {"pcieRoot": {"string": "pci0000:00"}}},
+                        {"attributes": {"pcieRoot": {"string": "pci0001:00"}}},
+                    ],
+                }
+            ]
+        }
+    )
+    nodes, slices, _claims = healthy()
+    for s in slices:
+        for i, dev in enumerate(s["spec"]["devices"]):
+            dev["attributes"]["pcieRoot"] = {"string": f"pci000{i}:00"}
+    state = observe_cluster("c1", POOLS, {"l4-2x": klass}, nodes, slices, [])
+    assert observed_pools([state]) == {"c1": {"l4": 3}} and state.drift() == []
+    swapped = slices[2]["spec"]["devices"]
+    swapped[0]["attributes"]["pcieRoot"], swapped[1]["attributes"]["pcieRoot"] = (
+        swapped[1]["attributes"]["pcieRoot"],
+        swapped[0]["attributes"]["pcieRoot"],
+    )
+    state = observe_cluster("c1", POOLS, {"l4-2x": klass}, nodes, slices, [])
+    assert observed_pools([state]) == {"c1": {"l4": 2}}
+    assert "c1/l4: node l4-2: device gpu-0: attribute pcieRoot is 'pci0001:00', the class says 'pci0000:00'" in (
+        state.drift()
+    )

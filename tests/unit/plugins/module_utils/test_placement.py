@@ -1234,3 +1234,14 @@ def test_randomised_fleet_smoke_does_no_repeated_work():
     assert sel.evaluations == sel.distinct_pairs  # never the same question twice
     assert sel.evaluations <= len(expressions) * shapes
     assert len(fleet) > 0
+
+
+def test_the_validated_fleet_is_remembered_by_content_not_by_identity():
+    # place() remembers the last validated candidate list; a list changed in place must be validated afresh.
+    clusters = [cluster("a", [("p", "l4", 1)])]
+    assert run(deployment(), clusters)["scheduled"] == 1
+    clusters[0]["pools"][0]["nodes"] = 0
+    assert run(deployment(), clusters)["scheduled"] == 0
+    clusters[0]["pools"][0]["class"] = "nope"
+    with pytest.raises(FleetValidationError, match="unknown inference class 'nope'"):
+        run(deployment(), clusters)

@@ -200,3 +200,37 @@ def test_hydrates_on_an_older_python(python: str, http_server: Any, tmp_path: Pa
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "d" / "m.bin").read_bytes() == data
     assert read_manifest(tmp_path / "d")["files"][0]["sha256"] == sha256(data)
+
+
+def test_digester_hashes_every_byte_in_order_while_buffers_are_reused(hydrate: Any, tmp_path: Path) -> None:
+    """Blocks are hashed on the digest threads while the feeder goes on: a buffer given back to the pool before
+    every algorithm hashed it would be overwritten by the next block, and the digests would be wrong."""
+    import hashlib
+    import os
+
+    data = os.urandom(3 * hydrate.READ_SIZE + 12345)
+    pool = hydrate.BlockPool(2)  # the feeder waits for buffers: the digest threads must give each one back
+    digester = hydrate.Digester(["sha256", "md5", "git-sha1"], len(data), pool)
+    step = hydrate.READ_SIZE // 3
+    for off in range(0, len(data), step):
+        buf = pool.take()
+        chunk = data[off : off + step]
+        buf[: len(chunk)] = chunk
+        digester.feed(buf, len(chunk))
+    got = digester.hexdigests()
+    git = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    assert got == {"sha256": hashlib.sha256(data).hexdigest(), "md5": hashlib.md5(data).hexdigest(), "git-sha1": git}
+    assert pool._made <= 2 and len(pool._free) == pool._made  # every buffer came back
+
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    assert hydrate.hash_file(str(path), ["md5", "sha256"]) == {k: got[k] for k in ("md5", "sha256")}
+
+
+def test_a_closed_digester_drops_what_is_fed_and_gives_the_buffers_back(hydrate: Any) -> None:
+    pool = hydrate.BlockPool(2)
+    digester = hydrate.Digester(["sha256", "md5"], None, pool)
+    digester.feed(pool.take(), 100)
+    digester.close()
+    digester.feed(pool.take(), 100)  # a restarted file's old attempt
+    assert pool._made >= 1 and len(pool._free) == pool._made
