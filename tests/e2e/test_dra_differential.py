@@ -39,6 +39,19 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.placement import 
 SEED = int(os.environ.get("GPUFLEET_DRA_DIFF_SEED", "12"))
 KUBERNETES_VERSION = "1.36"
 
+# CEL the engine does not implement yet, by a text its selectors contain, with why. Such pairs are still run and
+# reported; their disagreement is listed as known instead of failing the test, and their *agreement* fails it (as a
+# strict xfail), so an entry is removed as soon as the engine catches up.
+KNOWN_DIVERGENCES: dict[str, str] = {
+    ".?": "CEL optional types (`.?field`, `orValue`) are not implemented by dra_cel: placement refuses the selector "
+    "as InvalidNodeSelector, where Kubernetes (optional types on since 1.28) accepts it",
+}
+
+
+def known_divergence(pair: dra_pairs.Pair) -> str | None:
+    text = json.dumps(pair.node_selector)
+    return next((why for needle, why in KNOWN_DIVERGENCES.items() if needle in text), None)
+
 
 @pytest.fixture(scope="module")
 def generated() -> tuple[dict[str, dict[str, Any]], list[dra_pairs.Pair]]:
@@ -139,16 +152,21 @@ def test_placement_agrees_with_kube_scheduler(
     t_oracle = time.monotonic() - t1
 
     disagreements = []
+    known: list[str] = []
+    fixed: list[str] = []
     by_feature: dict[str, list[int]] = {}  # feature -> [agree, disagree, allocated]
     for pair, case in zip(pairs, cases, strict=True):
         fits, why = verdicts[pair.id]
         truth = oracle_verdicts[pair.id]
         agree = fits == truth.allocated
+        divergence = known_divergence(pair)
+        if divergence is not None:
+            (fixed if agree else known).append(f"{pair.id}: {divergence}")
         for f in pair.features:
             counts = by_feature.setdefault(f, [0, 0, 0])
             counts[0 if agree else 1] += 1
             counts[2] += truth.allocated
-        if not agree:
+        if not agree and divergence is None:
             disagreements.append(
                 f"--- {pair.id} class {pair.class_name} [{', '.join(pair.features)}]\n"
                 f"    placement: {'fits' if fits else 'does not fit'}: {why}\n"
@@ -163,10 +181,11 @@ def test_placement_agrees_with_kube_scheduler(
     errors = [k for k, v in oracle_verdicts.items() if v.reason == "SchedulerError"]
     timeouts = sorted(k for k, v in oracle_verdicts.items() if v.timeout)
     refused = sorted(k for k, v in oracle_verdicts.items() if v.rejected)
-    agreement = 100.0 * (n - len(disagreements)) / n
+    agreement = 100.0 * (n - len(disagreements) - len(known)) / n
     with capsys.disabled():  # the numbers are the point of this test: shown even when it passes
         print(
             f"\npairs={n} fits={fit} agreement={agreement:.1f}% disagreements={len(disagreements)} "
+            f"known={len(known)} "
             f"(scheduler errors {len(errors)}, timeouts {len(timeouts)}, claims refused {len(refused)}; "
             f"placement {t_place:.1f}s, kube-scheduler {t_oracle:.1f}s: "
             + ", ".join(f"{k} {v:.3g}" for k, v in oracle.timings.items())
@@ -176,9 +195,12 @@ def test_placement_agrees_with_kube_scheduler(
             "per feature (agree/disagree, allocated): "
             + ", ".join(f"{k}={v[0]}/{v[1]} ({v[2]})" for k, v in sorted(by_feature.items()))
         )
+        if known:
+            print(f"known divergences ({len(known)}): " + "; ".join(known))
     for d in disagreements:
         print(d)
     assert not disagreements, f"{len(disagreements)} of {n} pairs disagree (see above)"
+    assert not fixed, f"these pairs now agree: remove their KNOWN_DIVERGENCES entry: {fixed}"
     # A filter timeout depends on the machine: the generator must not produce such pairs.
     assert not timeouts, f"kube-scheduler's allocator timed out on {timeouts}: make these pairs smaller"
     assert not refused, f"the API server refused the claims of {refused}: {oracle_verdicts[refused[0]].rejected}"
