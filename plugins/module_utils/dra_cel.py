@@ -170,17 +170,21 @@ class Call(Node):
 
 
 class ListLit(Node):
-    __slots__ = ("elems",)
+    """``optional``: the indices of optional elements (``[?x]``)."""
 
-    def __init__(self, pos: int, elems: list[Node]) -> None:
-        self.pos, self.elems = pos, elems
+    __slots__ = ("elems", "optional")
+
+    def __init__(self, pos: int, elems: list[Node], optional: frozenset[int] = frozenset()) -> None:
+        self.pos, self.elems, self.optional = pos, elems, optional
 
 
 class MapLit(Node):
-    __slots__ = ("entries",)
+    """``optional``: the indices of optional entries (``{?k: v}``)."""
 
-    def __init__(self, pos: int, entries: list[tuple[Node, Node]]) -> None:
-        self.pos, self.entries = pos, entries
+    __slots__ = ("entries", "optional")
+
+    def __init__(self, pos: int, entries: list[tuple[Node, Node]], optional: frozenset[int] = frozenset()) -> None:
+        self.pos, self.entries, self.optional = pos, entries, optional
 
 
 class StructLit(Node):
@@ -730,27 +734,23 @@ class Parser:
             if t.text == "[":
                 self._enter(t.pos)
                 elems: list[Node] = []
+                opt_elems: set[int] = set()
                 while not self.accept("]"):
-                    if self.tok.kind == "op" and self.tok.text == "?":
-                        raise CelSyntaxError(
-                            "Syntax error: optional list elements ('[?x]') are not supported by this engine",
-                            self.tok.pos,
-                        )
+                    if self.accept("?"):
+                        opt_elems.add(len(elems))
                     elems.append(self.expr())
                     if not self.accept(","):
                         self.expect("]")
                         break
                 self.depth -= 1
-                return ListLit(t.pos, elems)
+                return ListLit(t.pos, elems, frozenset(opt_elems))
             if t.text == "{":
                 self._enter(t.pos)
                 entries: list[tuple[Node, Node]] = []
+                opt_entries: set[int] = set()
                 while not self.accept("}"):
-                    if self.tok.kind == "op" and self.tok.text == "?":
-                        raise CelSyntaxError(
-                            "Syntax error: optional map entries ('{?k: v}') are not supported by this engine",
-                            pos=self.tok.pos,
-                        )
+                    if self.accept("?"):
+                        opt_entries.add(len(entries))
                     key = self.expr()
                     self.expect(":")
                     entries.append((key, self.expr()))
@@ -758,7 +758,7 @@ class Parser:
                         self.expect("}")
                         break
                 self.depth -= 1
-                return MapLit(t.pos, entries)
+                return MapLit(t.pos, entries, frozenset(opt_entries))
         if k == "eof":
             raise CelSyntaxError("Syntax error: mismatched input '<EOF>' expecting expression", t.pos)
         raise CelSyntaxError(f"Syntax error: mismatched input '{t.text}' expecting expression", t.pos)
@@ -1286,15 +1286,21 @@ class _Checker:
             return _most_general(tt, ft) if tt != ft else tt
         if isinstance(n, ListLit):
             et: T | None = None
-            for e in n.elems:
-                et = self._join(et, self.check(e), e.pos)
+            for i, e in enumerate(n.elems):
+                t = self.check(e)
+                if i in n.optional:
+                    t = self._unwrap_optional(t, e.pos)
+                et = self._join(et, t, e.pos)
             return T("list", (et or DYN,))
         if isinstance(n, MapLit):
             kt: T | None = None
             vt: T | None = None
-            for k, v in n.entries:
+            for i, (k, v) in enumerate(n.entries):
                 kt = self._join(kt, self.check(k), k.pos)
-                vt = self._join(vt, self.check(v), v.pos)
+                t = self.check(v)
+                if i in n.optional:
+                    t = self._unwrap_optional(t, v.pos)
+                vt = self._join(vt, t, v.pos)
             if kt is not None and kt.kind not in ("int", "uint", "string", "bool", "dyn"):
                 raise _CheckError(f"unsupported map key type: {kt}", n.pos)
             return T("map", (kt or DYN, vt or DYN))
@@ -1310,6 +1316,15 @@ class _Checker:
         if isinstance(n, Comp):
             return self._check_comp(n)
         raise _CheckError("unsupported expression", n.pos)  # pragma: no cover
+
+    @staticmethod
+    def _unwrap_optional(t: T, pos: int) -> T:
+        """cel-go checkCreateList / checkCreateMap: an optional element or entry value must be optional(T) (or dyn)."""
+        if _is_optional(t):
+            return t.params[0]
+        if t.kind == "dyn":
+            return t
+        raise _CheckError(f"expected type '{_optional(t)}' but found '{t}'", pos)
 
     def _join(self, prev: T | None, cur: T, pos: int) -> T:
         if prev is None:
@@ -2916,6 +2931,8 @@ class _Planner:
             return self._logic(n)
         if isinstance(n, Cond):
             return self._cond(n)
+        if isinstance(n, ListLit) and n.optional:
+            return self._opt_list(n)
         if isinstance(n, ListLit):
             fs = [self.plan(e) for e in n.elems]
             # cel-go's OptOptimize folds a list of constants into a constant (no creation cost at run time)
@@ -2929,19 +2946,27 @@ class _Planner:
             return lambda a: [f(a) for f in fs]
         if isinstance(n, MapLit):
             kvs = [(self.plan(k), self.plan(v)) for k, v in n.entries]
+            optional = n.optional
             tracked = self.tracked and not all(isinstance(x, Const) for kv in n.entries for x in kv)
 
             def make_map(a: _Act) -> dict:
                 if tracked:
                     _charge(a, _MAP_CREATE)
                 out: dict = {}
-                for kf, vf in kvs:
+                for i, (kf, vf) in enumerate(kvs):
                     k = kf(a)
                     if type(k) not in (str, int, UInt, bool):
                         raise _CelError(f"unsupported key type: {_type_name(k)}")
                     if _map_find(out, k)[0]:
                         raise _CelError(f"Failed with repeated key: {_fmt_key(k)}")
-                    out[k] = vf(a)
+                    v = vf(a)
+                    if i in optional:  # {?k: v}: the entry only when v has a value (cel-go evalMap)
+                        if type(v) is not CelOptional:
+                            raise _CelError(f"cannot initialize optional entry '{_fmt_key(k)}' from non-optional value")
+                        if not v.has:
+                            continue
+                        v = v.value
+                    out[k] = v
                 return out
 
             return make_map
@@ -2950,6 +2975,28 @@ class _Planner:
         if isinstance(n, Comp):
             return self._comp(n)
         raise _CelError("unsupported expression")  # pragma: no cover
+
+    def _opt_list(self, n: ListLit) -> Any:
+        """``[?x, y]``: an optional element is kept only when it has a value (cel-go evalList)."""
+        fs = [(self.plan(e), i in n.optional) for i, e in enumerate(n.elems)]
+        tracked = self.tracked
+
+        def make_opt_list(a: _Act) -> list:
+            if tracked:
+                _charge(a, _LIST_CREATE)
+            out = []
+            for f, opt in fs:
+                v = f(a)
+                if opt:
+                    if type(v) is not CelOptional:
+                        raise _CelError("cannot initialize optional list element from non-optional value")
+                    if not v.has:
+                        continue
+                    v = v.value
+                out.append(v)
+            return out
+
+        return make_opt_list
 
     # -- leaves
     def _ident(self, n: Ident) -> Any:

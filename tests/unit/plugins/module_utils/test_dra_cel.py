@@ -1116,3 +1116,52 @@ def test_optional_selectors_cost_like_selections():
     result, cost = tracked.evaluate_with_cost(NUMA_DEVICE)
     assert result is True
     assert 0 < cost <= sel.max_cost
+
+
+# Optional list elements and map entries. From cel-go cel/cel_test.go TestOptionalValuesEval unless noted
+# (m / x / y written as literals).
+OPTIONAL_AGGREGATE_CASES = [
+    ("[?{'k': 1}.?c, ?optional.of(42), ?optional.none()] == [42]", True),  # [?m.?c, ?x, ?y]
+    (
+        "{?'nested_map': optional.ofNonZeroValue({?'map': {'c': {'d': 'goodbye'}}.?c})} "
+        "== {'nested_map': {'map': {'d': 'goodbye'}}}",
+        True,
+    ),
+    ("[?optional.ofNonZeroValue({'c': []}.?c.orValue([]))] == []", True),
+    (
+        "!optional.ofNonZeroValue({?'nested_map': optional.ofNonZeroValue({?'map': {'x': {'d': 'g'}}.?c})}).hasValue()",
+        True,
+    ),
+    # cel-go's {?'nested_map': ..., 'singleton': true} needs heterogeneous literals, which Kubernetes disallows
+    # (cel.HomogeneousAggregateLiterals)
+    (
+        "{?'nested_map': optional.ofNonZeroValue({?'map': {'x': {'d': 'g'}}.?c}), 'singleton': true} == {}",
+        ("compile", "expected type 'map(string, map(string, string))' but found 'bool'"),
+    ),
+    ("['greetings', ?{'nested': {'hello': 'world'}}.nested.?hello] == ['greetings', 'world']", True),
+    ("{'a': 1, ?'b': optional.none(), ?'c': optional.of(3)} == {'a': 1, 'c': 3}", True),
+    # cel-go checker typeMismatch: an optional element / entry value must be optional(T)
+    ("[?1] == [1]", ("compile", "expected type 'optional_type(int)' but found 'int'")),
+    ("{?'a': 1} == {}", ("compile", "expected type 'optional_type(int)' but found 'int'")),
+    ("[1, ?optional.of('a')] == []", ("compile", "expected type 'int' but found 'string'")),
+    # a dyn value that is not optional at run time (cel-go evalList / evalMap)
+    ("[?dyn(1)] == [1]", ("eval", "cannot initialize optional list element from non-optional value")),
+    ("{?'a': dyn(1)} == {}", ("eval", "cannot initialize optional entry 'a' from non-optional value")),
+    ("[?]", ("compile", "Syntax error")),
+]
+
+
+@pytest.mark.parametrize(
+    ("expression", "expect"), OPTIONAL_AGGREGATE_CASES, ids=[c[0][:60] for c in OPTIONAL_AGGREGATE_CASES]
+)
+def test_optional_list_elements_and_map_entries(expression, expect):
+    check(expression, device(), expect, enforce=False)
+
+
+def test_optional_list_elements_in_a_device_selector():
+    sel = 'size([?device.attributes["gpu.nvidia.com"].?numaNode, ?device.attributes["gpu.nvidia.com"].?nope]) == 1'
+    check(sel, NUMA_DEVICE, True)
+    tracked = dra_cel._compile(sel, track_cost=True)
+    result, cost = tracked.evaluate_with_cost(NUMA_DEVICE)
+    assert result is True
+    assert 0 < cost <= compile_selector(sel).max_cost
