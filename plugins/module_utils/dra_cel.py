@@ -170,17 +170,21 @@ class Call(Node):
 
 
 class ListLit(Node):
-    __slots__ = ("elems",)
+    """``optional``: the indices of optional elements (``[?x]``)."""
 
-    def __init__(self, pos: int, elems: list[Node]) -> None:
-        self.pos, self.elems = pos, elems
+    __slots__ = ("elems", "optional")
+
+    def __init__(self, pos: int, elems: list[Node], optional: frozenset[int] = frozenset()) -> None:
+        self.pos, self.elems, self.optional = pos, elems, optional
 
 
 class MapLit(Node):
-    __slots__ = ("entries",)
+    """``optional``: the indices of optional entries (``{?k: v}``)."""
 
-    def __init__(self, pos: int, entries: list[tuple[Node, Node]]) -> None:
-        self.pos, self.entries = pos, entries
+    __slots__ = ("entries", "optional")
+
+    def __init__(self, pos: int, entries: list[tuple[Node, Node]], optional: frozenset[int] = frozenset()) -> None:
+        self.pos, self.entries, self.optional = pos, entries, optional
 
 
 class StructLit(Node):
@@ -635,9 +639,18 @@ class Parser:
                 elif nt.kind == "qident":
                     name = nt.value
                 elif nt.kind == "op" and nt.text == "?":
-                    raise CelSyntaxError(
-                        "Syntax error: optional field selection ('.?') is not supported by this engine", nt.pos
-                    )
+                    # cel-go: `x.?f` is the call _?._(x, "f") (operators.OptSelect)
+                    ft = self.next()
+                    if ft.kind == "ident":
+                        if ft.text in RESERVED:
+                            raise CelSyntaxError(f"Syntax error: reserved identifier: {ft.text}", ft.pos)
+                        fname = ft.text
+                    elif ft.kind == "qident":
+                        fname = ft.value
+                    else:
+                        raise CelSyntaxError(f"Syntax error: mismatched input '{ft.text}' expecting IDENTIFIER", ft.pos)
+                    e = Call(nt.pos, "_?._", None, [e, Const(ft.pos, "string", fname)])
+                    continue
                 else:
                     raise CelSyntaxError(f"Syntax error: mismatched input '{nt.text}' expecting IDENTIFIER", nt.pos)
                 if nt.kind == "ident" and self.accept("("):
@@ -647,13 +660,10 @@ class Parser:
                     e = Select(nt.pos, e, name)
             elif t.text == "[":
                 self.i += 1
-                if self.tok.kind == "op" and self.tok.text == "?":
-                    raise CelSyntaxError(
-                        "Syntax error: optional index ('[?') is not supported by this engine", self.tok.pos
-                    )
+                optional = self.accept("?")  # cel-go: `x[?i]` is the call _[?_](x, i) (operators.OptIndex)
                 idx = self.expr()
                 self.expect("]")
-                e = Index(t.pos, e, idx)
+                e = Call(t.pos, "_[?_]", None, [e, idx]) if optional else Index(t.pos, e, idx)
             elif t.text == "{" and self._qualified_name(e) is not None:
                 self.i += 1
                 fields: list[tuple[str, Node]] = []
@@ -724,27 +734,23 @@ class Parser:
             if t.text == "[":
                 self._enter(t.pos)
                 elems: list[Node] = []
+                opt_elems: set[int] = set()
                 while not self.accept("]"):
-                    if self.tok.kind == "op" and self.tok.text == "?":
-                        raise CelSyntaxError(
-                            "Syntax error: optional list elements ('[?x]') are not supported by this engine",
-                            self.tok.pos,
-                        )
+                    if self.accept("?"):
+                        opt_elems.add(len(elems))
                     elems.append(self.expr())
                     if not self.accept(","):
                         self.expect("]")
                         break
                 self.depth -= 1
-                return ListLit(t.pos, elems)
+                return ListLit(t.pos, elems, frozenset(opt_elems))
             if t.text == "{":
                 self._enter(t.pos)
                 entries: list[tuple[Node, Node]] = []
+                opt_entries: set[int] = set()
                 while not self.accept("}"):
-                    if self.tok.kind == "op" and self.tok.text == "?":
-                        raise CelSyntaxError(
-                            "Syntax error: optional map entries ('{?k: v}') are not supported by this engine",
-                            pos=self.tok.pos,
-                        )
+                    if self.accept("?"):
+                        opt_entries.add(len(entries))
                     key = self.expr()
                     self.expect(":")
                     entries.append((key, self.expr()))
@@ -752,7 +758,7 @@ class Parser:
                         self.expect("}")
                         break
                 self.depth -= 1
-                return MapLit(t.pos, entries)
+                return MapLit(t.pos, entries, frozenset(opt_entries))
         if k == "eof":
             raise CelSyntaxError("Syntax error: mismatched input '<EOF>' expecting expression", t.pos)
         raise CelSyntaxError(f"Syntax error: mismatched input '{t.text}' expecting expression", t.pos)
@@ -868,6 +874,8 @@ class T:
             return f"map({self.params[0]}, {self.params[1]})"
         if k == "type":
             return f"type({self.params[0]})" if self.params else "type"
+        if k == "opaque" and self.params:
+            return f"{self.name}({', '.join(str(p) for p in self.params)})"
         if k in ("opaque", "param", "object"):
             return self.name
         if k == "null":
@@ -895,8 +903,19 @@ _PRIM = {"bool": BOOL, "int": INT, "uint": UINT, "double": DOUBLE, "string": STR
 _PRIM.update({"null": NULL, "Q": QUANTITY, "S": SEMVER, "A": _A, "B": _B})
 
 
+def _optional(t: T) -> T:
+    """cel-go's optional_type(T) (types.NewOptionalType)."""
+    return T("opaque", (t,), name="optional_type")
+
+
+def _is_optional(t: T) -> bool:
+    return t.kind == "opaque" and t.name == "optional_type"
+
+
 def _ty(s: str) -> T:
     s = s.strip()
+    if s.startswith("optional(") and s.endswith(")"):
+        return _optional(_ty(s[9:-1]))
     if s.startswith("list(") and s.endswith(")"):
         return T("list", (_ty(s[5:-1]),))
     if s.startswith("map(") and s.endswith(")"):
@@ -1038,6 +1057,21 @@ _DECLS_SRC: list[tuple[str, bool, str, str]] = [
     ("patch", True, "S", "int"),
     # DRA list-type attributes (newer upstream): scalar == value, list contains value
     ("includes", True, "dyn,dyn", "bool"),
+    # cel-go optional types (cel.OptionalTypes(), Kubernetes base environment since 1.28; cel/library.go
+    # optionalLib): `x.?f` (_?._) is checked specially (_Checker._opt_select), `x[?i]` is _[?_]
+    ("optional.of", False, "A", "optional(A)"),
+    ("optional.ofNonZeroValue", False, "A", "optional(A)"),
+    ("optional.none", False, "", "optional(A)"),
+    ("value", True, "optional(A)", "A"),
+    ("hasValue", True, "optional(A)", "bool"),
+    ("or", True, "optional(A),optional(A)", "optional(A)"),
+    ("orValue", True, "optional(A),A", "A"),
+    ("_[?_]", False, "list(A),int", "optional(A)"),
+    ("_[?_]", False, "optional(list(A)),int", "optional(A)"),
+    ("_[?_]", False, "map(A,B),A", "optional(B)"),
+    ("_[?_]", False, "optional(map(A,B)),A", "optional(B)"),
+    ("_[_]", False, "optional(list(A)),int", "optional(A)"),
+    ("_[_]", False, "optional(map(A,B)),A", "optional(B)"),
 ]
 for _t in ("int", "uint", "double"):
     _DECLS_SRC += [(op, False, f"{_t},{_t}", _t) for op in ("_+_", "_-_", "_*_", "_/_")]
@@ -1252,15 +1286,21 @@ class _Checker:
             return _most_general(tt, ft) if tt != ft else tt
         if isinstance(n, ListLit):
             et: T | None = None
-            for e in n.elems:
-                et = self._join(et, self.check(e), e.pos)
+            for i, e in enumerate(n.elems):
+                t = self.check(e)
+                if i in n.optional:
+                    t = self._unwrap_optional(t, e.pos)
+                et = self._join(et, t, e.pos)
             return T("list", (et or DYN,))
         if isinstance(n, MapLit):
             kt: T | None = None
             vt: T | None = None
-            for k, v in n.entries:
+            for i, (k, v) in enumerate(n.entries):
                 kt = self._join(kt, self.check(k), k.pos)
-                vt = self._join(vt, self.check(v), v.pos)
+                t = self.check(v)
+                if i in n.optional:
+                    t = self._unwrap_optional(t, v.pos)
+                vt = self._join(vt, t, v.pos)
             if kt is not None and kt.kind not in ("int", "uint", "string", "bool", "dyn"):
                 raise _CheckError(f"unsupported map key type: {kt}", n.pos)
             return T("map", (kt or DYN, vt or DYN))
@@ -1277,6 +1317,15 @@ class _Checker:
             return self._check_comp(n)
         raise _CheckError("unsupported expression", n.pos)  # pragma: no cover
 
+    @staticmethod
+    def _unwrap_optional(t: T, pos: int) -> T:
+        """cel-go checkCreateList / checkCreateMap: an optional element or entry value must be optional(T) (or dyn)."""
+        if _is_optional(t):
+            return t.params[0]
+        if t.kind == "dyn":
+            return t
+        raise _CheckError(f"expected type '{_optional(t)}' but found '{t}'", pos)
+
     def _join(self, prev: T | None, cur: T, pos: int) -> T:
         if prev is None:
             return cur
@@ -1287,6 +1336,8 @@ class _Checker:
     def _field_type(self, ot: T, field: str, pos: int) -> T:
         if ot.kind == "dyn":
             return DYN
+        if _is_optional(ot):  # cel-go checkSelect: selection on optional(T) selects on T, the result is optional
+            return _optional(self._field_type(ot.params[0], field, pos))
         if ot.kind == "object":
             if field in _DEVICE_FIELDS and not _unavailable(field, self.version):
                 return _DEVICE_FIELDS[field]
@@ -1298,6 +1349,14 @@ class _Checker:
     def _check_call(self, n: Call) -> T:
         fn = n.fn
         target = n.target
+        if fn == "_?._":  # cel-go checkOptSelect: the field type (via an optional operand too), made optional
+            ot = self.check(n.args[0])
+            self.check(n.args[1])
+            field = n.args[1]
+            if not isinstance(field, Const):  # pragma: no cover - the parser always builds a string constant
+                raise _CheckError("unsupported expression", n.pos)
+            ft = self._field_type(ot, field.value, field.pos)
+            return ft if _is_optional(ft) else _optional(ft)
         if target is not None:
             qn = _qualified(target)
             if qn is not None and f"{qn}.{fn}" in _DECLS and self.lookup_var(qn.split(".", 1)[0]) is None:
@@ -1406,6 +1465,21 @@ class UInt(int):
         return f"{int(self)}u"
 
 
+class CelOptional:
+    """A CEL optional value (cel-go types.Optional): ``CelOptional(v)`` has a value, :data:`OPTIONAL_NONE` has none."""
+
+    __slots__ = ("has", "value")
+
+    def __init__(self, value: Any = None, has: bool = True) -> None:
+        self.value, self.has = value, has
+
+    def __repr__(self) -> str:
+        return f"optional.of({self.value!r})" if self.has else "optional.none()"
+
+
+OPTIONAL_NONE = CelOptional(None, has=False)
+
+
 class CelType:
     __slots__ = ("name",)
 
@@ -1448,6 +1522,8 @@ def _type_name(v: Any) -> str:
         return "kubernetes.Semver"
     if t is CelType:
         return "type"
+    if t is CelOptional:
+        return "optional_type"
     return t.__name__  # pragma: no cover
 
 
@@ -1502,6 +1578,8 @@ def _cel_eq(a: Any, b: Any) -> bool:
         return tb is Version and a.compare(b) == 0
     if ta is CelType:
         return a == b
+    if ta is CelOptional:  # cel-go Optional.Equal: none equals none, values compare by CEL equality
+        return tb is CelOptional and a.has == b.has and (not a.has or _cel_eq(a.value, b.value))
     return False  # pragma: no cover
 
 
@@ -1622,6 +1700,8 @@ def _in(v: Any, container: Any) -> bool:
 
 
 def _index(container: Any, idx: Any) -> Any:
+    if type(container) is CelOptional:  # o[k] on an optional: optional_list_index_int / optional_map_index_value
+        return _opt_find(container, idx, "_[_]")
     if isinstance(container, dict):
         found, v = _map_find(container, idx)
         if found:
@@ -1650,6 +1730,8 @@ def _fmt_key(k: Any) -> str:
 
 
 def _select(v: Any, field: str) -> Any:
+    if type(v) is CelOptional:  # o.f on an optional selects like o.?f (cel-go's optional qualifiers)
+        return _opt_find(v, field, "_?._")
     if isinstance(v, dict):
         if field in v:
             return v[field]
@@ -1658,9 +1740,66 @@ def _select(v: Any, field: str) -> Any:
 
 
 def _has(v: Any, field: str) -> bool:
+    if type(v) is CelOptional:  # has(opt.f): false on none, else the presence test on the value
+        return v.has and _has(v.value, field)
     if isinstance(v, dict):
         return field in v
     raise _CelError(f"invalid type for field selection: {_type_name(v)}")
+
+
+def _opt_find(container: Any, key: Any, fn: str) -> CelOptional:
+    """``c.?f`` / ``c[?k]``, and ``o.f`` / ``o[k]`` on an optional ``o`` (cel-go's optional qualifiers): the value
+    if present, else optional.none(); an optional container is unwrapped first (none stays none)."""
+    if type(container) is CelOptional:
+        if not container.has:
+            return OPTIONAL_NONE
+        container = container.value
+    if isinstance(container, dict):
+        found, v = _map_find(container, key)
+        if found:
+            return CelOptional(v)
+        if type(container) is _DomainMap:  # upstream's mapper.Find: an unknown domain is found, as an empty map
+            return CelOptional(_EMPTY)
+        return OPTIONAL_NONE
+    if isinstance(container, (list, tuple)):
+        tk = type(key)
+        if tk is float and key.is_integer():
+            key = int(key)
+        elif tk is not int and tk is not UInt:
+            raise _no_overload(fn, container, key)
+        return CelOptional(container[key]) if 0 <= key < len(container) else OPTIONAL_NONE
+    if fn in ("_?._", "_[?_]"):  # cel-go refQualify on a value that is no container: missingKey
+        raise _CelError(f"no such key: {_fmt_key(key)}")
+    raise _no_overload(fn, container, key)
+
+
+def _is_zero(v: Any) -> bool:
+    """cel-go traits.Zeroer.IsZeroValue (values that do not implement it are never zero)."""
+    t = type(v)
+    if v is None or t is bool:
+        return v is None or v is False
+    if t is int or t is UInt or t is float:
+        return v == 0
+    if t is str or t is bytes or isinstance(v, (list, tuple, dict)):
+        return len(v) == 0
+    return False
+
+
+def _opt_of_non_zero(v: Any) -> CelOptional:
+    return OPTIONAL_NONE if _is_zero(v) else CelOptional(v)
+
+
+def _opt_arg(fn: str, v: Any) -> CelOptional:
+    if type(v) is not CelOptional:
+        raise _no_overload(fn, v)
+    return v
+
+
+def _opt_value(v: Any) -> Any:
+    o = _opt_arg("value", v)
+    if not o.has:
+        raise _CelError("optional.none() dereference")  # cel-go types.Optional.GetValue
+    return o.value
 
 
 def _size(v: Any) -> int:
@@ -2381,6 +2520,17 @@ _RUNTIME: dict[str, Any] = {
     "major": lambda v: _semver_part("major", v),
     "minor": lambda v: _semver_part("minor", v),
     "patch": lambda v: _semver_part("patch", v),
+    "_?._": lambda c, f: _opt_find(c, f, "_?._"),
+    "_[?_]": lambda c, k: _opt_find(c, k, "_[?_]"),
+    "optional.of": CelOptional,
+    "optional.ofNonZeroValue": _opt_of_non_zero,
+    "optional.none": lambda: OPTIONAL_NONE,
+    "value": _opt_value,
+    "hasValue": lambda v: _opt_arg("hasValue", v).has,
+    # or / orValue short-circuit (cel-go evalOptionalOr / evalOptionalOrValue): planned by _Planner._opt_or;
+    # these are their eager forms, for completeness
+    "or": lambda o, alt: o if type(o) is not CelOptional or o.has else alt,
+    "orValue": lambda o, alt: o if type(o) is not CelOptional else o.value if o.has else alt,
 }
 for _op in ("_+_", "_-_", "_*_", "_/_", "_%_"):
     _RUNTIME[_op] = functools.partial(_arith, _op)
@@ -2781,6 +2931,8 @@ class _Planner:
             return self._logic(n)
         if isinstance(n, Cond):
             return self._cond(n)
+        if isinstance(n, ListLit) and n.optional:
+            return self._opt_list(n)
         if isinstance(n, ListLit):
             fs = [self.plan(e) for e in n.elems]
             # cel-go's OptOptimize folds a list of constants into a constant (no creation cost at run time)
@@ -2794,19 +2946,27 @@ class _Planner:
             return lambda a: [f(a) for f in fs]
         if isinstance(n, MapLit):
             kvs = [(self.plan(k), self.plan(v)) for k, v in n.entries]
+            optional = n.optional
             tracked = self.tracked and not all(isinstance(x, Const) for kv in n.entries for x in kv)
 
             def make_map(a: _Act) -> dict:
                 if tracked:
                     _charge(a, _MAP_CREATE)
                 out: dict = {}
-                for kf, vf in kvs:
+                for i, (kf, vf) in enumerate(kvs):
                     k = kf(a)
                     if type(k) not in (str, int, UInt, bool):
                         raise _CelError(f"unsupported key type: {_type_name(k)}")
                     if _map_find(out, k)[0]:
                         raise _CelError(f"Failed with repeated key: {_fmt_key(k)}")
-                    out[k] = vf(a)
+                    v = vf(a)
+                    if i in optional:  # {?k: v}: the entry only when v has a value (cel-go evalMap)
+                        if type(v) is not CelOptional:
+                            raise _CelError(f"cannot initialize optional entry '{_fmt_key(k)}' from non-optional value")
+                        if not v.has:
+                            continue
+                        v = v.value
+                    out[k] = v
                 return out
 
             return make_map
@@ -2815,6 +2975,28 @@ class _Planner:
         if isinstance(n, Comp):
             return self._comp(n)
         raise _CelError("unsupported expression")  # pragma: no cover
+
+    def _opt_list(self, n: ListLit) -> Any:
+        """``[?x, y]``: an optional element is kept only when it has a value (cel-go evalList)."""
+        fs = [(self.plan(e), i in n.optional) for i, e in enumerate(n.elems)]
+        tracked = self.tracked
+
+        def make_opt_list(a: _Act) -> list:
+            if tracked:
+                _charge(a, _LIST_CREATE)
+            out = []
+            for f, opt in fs:
+                v = f(a)
+                if opt:
+                    if type(v) is not CelOptional:
+                        raise _CelError("cannot initialize optional list element from non-optional value")
+                    if not v.has:
+                        continue
+                    v = v.value
+                out.append(v)
+            return out
+
+        return make_opt_list
 
     # -- leaves
     def _ident(self, n: Ident) -> Any:
@@ -2893,6 +3075,8 @@ class _Planner:
         impl = _RUNTIME[fn]
         nodes = ([n.target] if n.target is not None else []) + list(n.args)
         fs = [self.plan(x) for x in nodes]
+        if fn in ("or", "orValue") and n.target is not None and len(fs) == 2:
+            return self._opt_or(fn == "orValue", fs[0], fs[1])
         if self.tracked:
             return self._tracked_call(impl, fs, _runtime_cost_fn(fn, n.target is not None, nodes))
         if fn in ("_==_", "_!=_") and len(nodes) == 2:
@@ -2907,6 +3091,23 @@ class _Planner:
             f0, f1, f2 = fs
             return lambda a: impl(f0(a), f1(a), f2(a))
         return lambda a: impl(*[f(a) for f in fs])
+
+    def _opt_or(self, or_value: bool, lf: Any, rf: Any) -> Any:
+        """cel-go evalOptionalOr / evalOptionalOrValue: the alternative is evaluated only when the optional is none;
+        a non-optional receiver (through dyn) is returned as is."""
+        tracked = self.tracked
+
+        def opt_or(a: _Act) -> Any:
+            o = lf(a)
+            if tracked:  # charged like a call (1); see _Coster for the estimate
+                _charge(a, 1)
+            if type(o) is not CelOptional:
+                return o
+            if o.has:
+                return o.value if or_value else o
+            return rf(a)
+
+        return opt_or
 
     @staticmethod
     def _tracked_call(impl: Any, fs: list[Any], cost: Any) -> Any:
@@ -3476,6 +3677,18 @@ class _Coster:
 
     def _call(self, n: Call) -> Est:
         fn = n.fn
+        if fn in ("_?._", "_[?_]") and len(n.args) == 2:
+            # Optional selection and indexing: estimated as the select / index they qualify like (1 + the operand,
+            # + the index), the path continued so DRA's size estimator bounds what they reach. cel-go prices them as
+            # calls of nominal cost 1 (checker/cost.go functionCost default); the result is the same.
+            c = _e_add(_e_add((1, 1), self.cost(n.args[0])), self.cost(n.args[1]))
+            path = self._path(n.args[0])
+            key = n.args[1]
+            sub = key.value if fn == "_?._" and isinstance(key, Const) else "@values"
+            if fn == "_[?_]" and self._type(n.args[0]).kind == "list":
+                sub = "@items"
+            self.paths[id(n)] = [*path, sub] if path else [sub]
+            return c
         if fn == "dyn" and n.target is None and len(n.args) == 1:  # maybeUnwrapDynCall
             c = self.cost(n.args[0])
             self._copy_sizes(n, n.args[0])
@@ -3668,7 +3881,10 @@ class _Coster:
         return total
 
 
-# library/cost.go: Kubernetes library functions with a nominal cost of 1.
+# library/cost.go: Kubernetes library functions with a nominal cost of 1. The optional library's functions
+# (optional.of, optional.ofNonZeroValue, optional.none, value, hasValue, or, orValue) have no estimator in cel-go
+# or Kubernetes either and fall to checker/cost.go's default: 1 plus their arguments (at run time: 1 each too,
+# runtimecost.go's default; or / orValue short-circuit, the skipped alternative costs nothing).
 _UNIT_COST_FUNCTIONS = frozenset(
     {"sign", "asInteger", "isInteger", "asApproximateFloat", "isGreaterThan", "isLessThan", "compareTo", "add", "sub"}
     | {"major", "minor", "patch"}

@@ -600,8 +600,9 @@ COMPILE_ERRORS = [
     ("1 +", "Syntax error"),
     ("9223372036854775808 > 0", "invalid int literal"),
     ('"\\z" == ""', "Syntax error"),
-    ("a.?b", "Syntax error"),
-    ("device.attributes.optMap[?'x']", "Syntax error"),
+    ("a.?b", "undeclared reference to 'a'"),
+    ("device.?", "Syntax error"),
+    ("device.attributes.optMap[?'x']", "must evaluate to bool or the unknown type, not optional_type(dyn)"),
     ('url("https://x").getHost() == "x"', "undeclared reference to 'url'"),
 ]
 
@@ -1024,3 +1025,143 @@ def test_selectors_are_cached_per_version():
 def test_bad_kubernetes_versions(version, message):
     with pytest.raises(SelectorCompileError, match=message):
         compile_selector("true", kubernetes_version=version)
+
+
+# Optional types (cel.OptionalTypes(), in Kubernetes' base CEL environment since 1.28). Unless noted, cases are
+# transcribed from cel-go cel/cel_test.go TestOptionalValuesEval (variables m / optm / z written as literals here).
+_OPT_M = "{'c': {'dashed-index': 'goodbye'}}"
+OPTIONAL_CASES = [
+    ("!{'k': 'v'}.?x.hasValue()", True),  # m.?x.hasValue() with m = {}
+    ("!has({'k': {'y': 'z'}}.?x.y)", True),  # has(m.?x.y), m = {}
+    ("has({'x': {'y': 'z'}}.?x.y)", True),
+    ("optional.ofNonZeroValue(42).or(optional.of(10)).value() == 42", True),
+    (f"{_OPT_M}.c[?'dashed-index'].orValue('default value') == 'goodbye'", True),
+    ("{'c': {'x': 'y'}}.c[?'missing-index'].orValue('default value') == 'default value'", True),
+    # optm: an optional map; plain selection and indexing on it are optional too
+    ("optional.of({'c': {'index': 'goodbye'}}).c.index.orValue('default value') == 'goodbye'", True),
+    ("optional.of({'c': {'index': 'goodbye'}}).c['missing'].orValue('default value') == 'default value'", True),
+    ("optional.of({'c': {'entry': 'hello world'}}).c['index'].orValue('default value') == 'default value'", True),
+    ("cel.bind(optm, optional.of({'c': {'entry': 'hello world'}}), has(optm.c) && !has(optm.c.missing))", True),
+    (
+        f"optional.ofNonZeroValue('').or(optional.of({_OPT_M}.c['dashed-index'])).orValue('default value') == 'goodbye'",
+        True,
+    ),
+    (f"{_OPT_M}.?c.missing.or({_OPT_M}.?c['dashed-index']).orValue('').size() == 7", True),
+    # an error in the optional's operand propagates (cel-go: "no such key: a")
+    (f"optional.ofNonZeroValue({_OPT_M}.a.z).orValue({_OPT_M}.c['dashed-index']) == ''", ("eval", "no such key: a")),
+    # cel-go cel/cel_test.go TestOptionalValuesEvalNoneIfNull's non-null cases (default options here)
+    ("{'zero_field': dyn(0)}.?zero_field.?invalid.hasValue()", ("eval", "no such key: invalid")),
+    ("{0: dyn(0)}[?0].?invalid.hasValue()", ("eval", "no such key: invalid")),
+    ("{true: dyn(0)}[?false].hasValue() == false", True),
+    # engine behaviour, following cel-go types.Optional / cel/library.go optionalLib
+    ("optional.none().value() == 1", ("eval", "optional.none() dereference")),
+    ("optional.of(1).orValue(1 / 0) == 1", True),  # orValue / or short-circuit (evalOptionalOrValue)
+    ("optional.of(2).or(optional.of(1 / 0)).value() == 2", True),
+    ("optional.none().or(optional.of(2)).value() == 2", True),
+    ("optional.ofNonZeroValue(0).hasValue() || optional.ofNonZeroValue([]).hasValue()", False),
+    ("optional.ofNonZeroValue(false).hasValue() || optional.ofNonZeroValue(0.0).hasValue()", False),
+    ("optional.ofNonZeroValue(0u).hasValue() || optional.ofNonZeroValue(b'').hasValue()", False),
+    ("[1, 2][?1].value() == 2 && ![1, 2][?2].hasValue() && ![1, 2][?-1].hasValue()", True),
+    ("optional.of([1, 2])[?0].value() == 1 && optional.of([1, 2])[1].value() == 2", True),
+    ("{'a': 1}.`a`.?b.hasValue()", ("compile", "type 'int' does not support field selection")),
+    ("{'a': 1}.?`a`.value() == 1", True),
+    # type errors (cel-go checker messages)
+    (
+        "{'a': 1}.?a.orValue('x') == 1",
+        ("compile", "no matching overload for 'orValue' applied to 'optional_type(int).(string)'"),
+    ),
+    ("optional.of(1).value() == 'a'", ("compile", "found no matching overload for '_==_'")),
+    ("[1][?'a'].hasValue()", ("compile", "found no matching overload for '_[?_]'")),
+    ("1.?a.hasValue()", ("compile", "type 'int' does not support field selection")),
+    ("1.hasValue()", ("compile", "found no matching overload for 'hasValue'")),
+    ("optional.of(1).or(2).hasValue()", ("compile", "found no matching overload for 'or'")),
+    ("optional.of(1)", ("compile", "must evaluate to bool or the unknown type, not optional_type(int)")),
+]
+
+
+@pytest.mark.parametrize(("expression", "expect"), OPTIONAL_CASES, ids=[c[0][:60] for c in OPTIONAL_CASES])
+def test_optional_types(expression, expect):
+    check(expression, device(), expect, enforce=False)
+
+
+# The selectors of the differential test against kube-scheduler 1.36 (both allocated there) and DRA specifics:
+# ``device.attributes[domain]`` of an unknown domain is an empty map (upstream mapper.Find reports it found), and
+# ``device`` is an object whose declared fields are always present (an undeclared one is a compile error).
+NUMA_DEVICE = {"driver": "gpu.nvidia.com", "attributes": {"numaNode": {"int": 1}}, "capacity": {}}
+DRA_OPTIONAL_CASES = [
+    ('device.attributes["gpu.nvidia.com"].?numaNode.orValue(-1) == 1', True),
+    ('device.attributes["gpu.nvidia.com"].?noSuchAttribute.orValue(0) == 0', True),
+    ('device.attributes["gpu.nvidia.com"].?numaNode.value() == 1', True),
+    ('device.attributes["gpu.nvidia.com"].?noSuchAttribute.value() == 0', ("eval", "optional.none() dereference")),
+    ('device.attributes["x"].?y.hasValue()', False),
+    ('device.attributes[?"x"].hasValue() && device.attributes[?"x"].value().size() == 0', True),
+    ("device.attributes.?`gpu.nvidia.com`.numaNode.value() == 1", True),
+    ('device.?driver.value() == "gpu.nvidia.com"', True),
+    ("device.?attributes.hasValue()", True),
+    ("device.?nope.hasValue()", ("compile", "undefined field 'nope'")),
+    ('device.capacity["gpu.nvidia.com"].?memory.hasValue()', False),
+]
+
+
+@pytest.mark.parametrize(("expression", "expect"), DRA_OPTIONAL_CASES, ids=[c[0][:60] for c in DRA_OPTIONAL_CASES])
+def test_optional_types_on_devices(expression, expect):
+    check(expression, NUMA_DEVICE, expect)
+
+
+def test_optional_selectors_cost_like_selections():
+    # 1 (device) + 1 (.attributes) + 1 ([domain]) + 1 (.?numaNode) + 1 (orValue) + 1 (==)
+    sel = compile_selector('device.attributes["gpu.nvidia.com"].?numaNode.orValue(-1) == 1')
+    assert sel.max_cost == 6
+    tracked = dra_cel._compile(sel.expression, track_cost=True)
+    result, cost = tracked.evaluate_with_cost(NUMA_DEVICE)
+    assert result is True
+    assert 0 < cost <= sel.max_cost
+
+
+# Optional list elements and map entries. From cel-go cel/cel_test.go TestOptionalValuesEval unless noted
+# (m / x / y written as literals).
+OPTIONAL_AGGREGATE_CASES = [
+    ("[?{'k': 1}.?c, ?optional.of(42), ?optional.none()] == [42]", True),  # [?m.?c, ?x, ?y]
+    (
+        "{?'nested_map': optional.ofNonZeroValue({?'map': {'c': {'d': 'goodbye'}}.?c})} "
+        "== {'nested_map': {'map': {'d': 'goodbye'}}}",
+        True,
+    ),
+    ("[?optional.ofNonZeroValue({'c': []}.?c.orValue([]))] == []", True),
+    (
+        "!optional.ofNonZeroValue({?'nested_map': optional.ofNonZeroValue({?'map': {'x': {'d': 'g'}}.?c})}).hasValue()",
+        True,
+    ),
+    # cel-go's {?'nested_map': ..., 'singleton': true} needs heterogeneous literals, which Kubernetes disallows
+    # (cel.HomogeneousAggregateLiterals)
+    (
+        "{?'nested_map': optional.ofNonZeroValue({?'map': {'x': {'d': 'g'}}.?c}), 'singleton': true} == {}",
+        ("compile", "expected type 'map(string, map(string, string))' but found 'bool'"),
+    ),
+    ("['greetings', ?{'nested': {'hello': 'world'}}.nested.?hello] == ['greetings', 'world']", True),
+    ("{'a': 1, ?'b': optional.none(), ?'c': optional.of(3)} == {'a': 1, 'c': 3}", True),
+    # cel-go checker typeMismatch: an optional element / entry value must be optional(T)
+    ("[?1] == [1]", ("compile", "expected type 'optional_type(int)' but found 'int'")),
+    ("{?'a': 1} == {}", ("compile", "expected type 'optional_type(int)' but found 'int'")),
+    ("[1, ?optional.of('a')] == []", ("compile", "expected type 'int' but found 'string'")),
+    # a dyn value that is not optional at run time (cel-go evalList / evalMap)
+    ("[?dyn(1)] == [1]", ("eval", "cannot initialize optional list element from non-optional value")),
+    ("{?'a': dyn(1)} == {}", ("eval", "cannot initialize optional entry 'a' from non-optional value")),
+    ("[?]", ("compile", "Syntax error")),
+]
+
+
+@pytest.mark.parametrize(
+    ("expression", "expect"), OPTIONAL_AGGREGATE_CASES, ids=[c[0][:60] for c in OPTIONAL_AGGREGATE_CASES]
+)
+def test_optional_list_elements_and_map_entries(expression, expect):
+    check(expression, device(), expect, enforce=False)
+
+
+def test_optional_list_elements_in_a_device_selector():
+    sel = 'size([?device.attributes["gpu.nvidia.com"].?numaNode, ?device.attributes["gpu.nvidia.com"].?nope]) == 1'
+    check(sel, NUMA_DEVICE, True)
+    tracked = dra_cel._compile(sel, track_cost=True)
+    result, cost = tracked.evaluate_with_cost(NUMA_DEVICE)
+    assert result is True
+    assert 0 < cost <= compile_selector(sel).max_cost
