@@ -42,10 +42,7 @@ KUBERNETES_VERSION = "1.36"
 # CEL the engine does not implement yet, by a text its selectors contain, with why. Such pairs are still run and
 # reported; their disagreement is listed as known instead of failing the test, and their *agreement* fails it (as a
 # strict xfail), so an entry is removed as soon as the engine catches up.
-KNOWN_DIVERGENCES: dict[str, str] = {
-    ".?": "CEL optional types (`.?field`, `orValue`) are not implemented by dra_cel: placement refuses the selector "
-    "as InvalidNodeSelector, where Kubernetes (optional types on since 1.28) accepts it",
-}
+KNOWN_DIVERGENCES: dict[str, str] = {}
 
 
 def known_divergence(pair: dra_pairs.Pair) -> str | None:
