@@ -193,6 +193,9 @@ class _Choice:
     kind_devices: list[int] = field(default_factory=list)  # every device of the class, in node order
     errors: dict[int, str] = field(default_factory=dict)  # devices of the class a selector fails on, and why
 
+    def __post_init__(self) -> None:
+        self.candidate_set = frozenset(self.candidates)
+
 
 @dataclass
 class _Request:
@@ -273,13 +276,83 @@ def _choices(request: DeviceRequest, devices: list[NodeDevice], check: Check, co
     return _Request(request.name, choices, why)
 
 
-class _Search:
+class _Abort(Exception):
+    """kube-scheduler stops allocating the claim on this node (a CEL runtime error, an All device a constraint rejects)."""
+
+
+class _Walk:
+    """What both searches share: requests and their alternatives in order, the claim limit, constraint bookkeeping
+    and the step budget. A subclass says how one request takes its devices (:meth:`_all`, :meth:`_exact`)."""
+
     def __init__(self, requests: list[_Request], devices: list[NodeDevice], constraints: list[MatchAttribute]) -> None:
         self.requests = requests
         self.devices = devices
         self.constraints = constraints
+        self.claimed = 0
+        self.picked: list[Chosen] = []
         self.steps = 0
         self.exhausted = False
+        self.aborted = ""
+
+    def run(self) -> bool:
+        try:
+            return self._request(0)
+        except _Abort as stop:
+            self.aborted = str(stop)
+            return False
+
+    def _tick(self) -> bool:
+        self.steps += 1
+        if self.steps > SEARCH_BUDGET:
+            self.exhausted = True
+        return self.exhausted
+
+    def _constrain(self, choice: _Choice, value: Callable[[str], tuple[str, Any] | None], n: int) -> bool:
+        """Add ``n`` devices whose attributes ``value`` gives to every constraint (all or none of them)."""
+        done: list[MatchAttribute] = []
+        for c in self.constraints:
+            if not c.add(choice.request, choice.sub, value(c.attribute), n):
+                for d in done:
+                    d.remove(choice.request, choice.sub, n)
+                return False
+            done.append(c)
+        if choice.device_class_name:
+            self.claimed += n
+        return True
+
+    def _unconstrain(self, choice: _Choice, n: int) -> None:
+        for c in self.constraints:
+            c.remove(choice.request, choice.sub, n)
+        if choice.device_class_name:
+            self.claimed -= n
+
+    def _request(self, ri: int) -> bool:
+        if ri == len(self.requests):
+            return True
+        for choice in self.requests[ri].choices:
+            if self._tick():
+                return False
+            if choice.device_class_name and self.claimed + choice.count > CLAIM_DEVICES_MAX:
+                continue  # upstream: errAllocationResultMaxSizeExceeded, try the next alternative
+            self.picked.append(Chosen(choice.request, choice.sub, choice.device_class_name, choice.count))
+            ok = self._all(choice, ri) if choice.mode == "All" else self._exact(choice, ri)
+            if ok:
+                return True
+            self.picked.pop()
+            if self.exhausted:
+                return False
+        return False
+
+    def _all(self, choice: _Choice, ri: int) -> bool:
+        raise NotImplementedError
+
+    def _exact(self, choice: _Choice, ri: int) -> bool:
+        raise NotImplementedError
+
+
+class _Search(_Walk):
+    def __init__(self, requests: list[_Request], devices: list[NodeDevice], constraints: list[MatchAttribute]) -> None:
+        super().__init__(requests, devices, constraints)
         # Interchangeable devices: same membership in every choice and the same value of every constrained attribute.
         member_of: dict[int, list[int]] = {}
         flat = [c for r in requests for c in r.choices]
@@ -300,61 +373,19 @@ class _Search:
             self.groups[-1].append(di)
         self.free = [len(g) for g in self.groups]
         self.values = [{a: lookup_attribute(devices[g[0]], a) for a in attrs} for g in self.groups]
-        self.choice_groups: dict[int, list[int]] = {}
-        for choice in flat:
-            cand = set(choice.candidates)
-            self.choice_groups[id(choice)] = [gi for gi, g in enumerate(self.groups) if g[0] in cand]
-        self.claimed = 0
-        self.picked: list[Chosen] = []
-
-    # -- constraint bookkeeping --------------------------------------------------------------------------------------
+        self.choice_groups: dict[int, list[int]] = {
+            id(choice): [gi for gi, g in enumerate(self.groups) if g[0] in choice.candidate_set] for choice in flat
+        }
 
     def _add(self, choice: _Choice, gi: int, n: int) -> bool:
-        done: list[MatchAttribute] = []
-        for c in self.constraints:
-            if not c.add(choice.request, choice.sub, self.values[gi][c.attribute], n):
-                for d in done:
-                    d.remove(choice.request, choice.sub, n)
-                return False
-            done.append(c)
+        if not self._constrain(choice, self.values[gi].get, n):
+            return False
         self.free[gi] -= n
-        if choice.device_class_name:
-            self.claimed += n
         return True
 
     def _remove(self, choice: _Choice, gi: int, n: int) -> None:
-        for c in self.constraints:
-            c.remove(choice.request, choice.sub, n)
+        self._unconstrain(choice, n)
         self.free[gi] += n
-        if choice.device_class_name:
-            self.claimed -= n
-
-    # -- search ------------------------------------------------------------------------------------------------------
-
-    def run(self) -> bool:
-        return self._request(0)
-
-    def _request(self, ri: int) -> bool:
-        if ri == len(self.requests):
-            return True
-        for choice in self.requests[ri].choices:
-            self.steps += 1
-            if self.steps > SEARCH_BUDGET:
-                self.exhausted = True
-                return False
-            if choice.device_class_name and self.claimed + choice.count > CLAIM_DEVICES_MAX:
-                continue  # upstream: errAllocationResultMaxSizeExceeded, try the next alternative
-            self.picked.append(Chosen(choice.request, choice.sub, choice.device_class_name, choice.count))
-            if choice.mode == "All":
-                ok = self._all(choice, ri)
-            else:
-                ok = self._take(choice, self.choice_groups[id(choice)], 0, choice.count, ri)
-            if ok:
-                return True
-            self.picked.pop()
-            if self.exhausted:
-                return False
-        return False
 
     def _all(self, choice: _Choice, ri: int) -> bool:
         taken: list[tuple[int, int]] = []
@@ -371,6 +402,9 @@ class _Search:
             self._remove(choice, gi, n)
         return False
 
+    def _exact(self, choice: _Choice, ri: int) -> bool:
+        return self._take(choice, self.choice_groups[id(choice)], 0, choice.count, ri)
+
     def _take(self, choice: _Choice, groups: list[int], start: int, need: int, ri: int) -> bool:
         if need == 0:
             return self._request(ri + 1)
@@ -378,11 +412,8 @@ class _Search:
             return False
         for pos in range(start, len(groups)):
             gi = groups[pos]
-            have = self.free[gi]
-            for n in range(min(have, need), 0, -1):
-                self.steps += 1
-                if self.steps > SEARCH_BUDGET:
-                    self.exhausted = True
+            for n in range(min(self.free[gi], need), 0, -1):
+                if self._tick():
                     return False
                 if not self._add(choice, gi, n):
                     break  # the constraint rejects this group's value whatever the number
@@ -394,75 +425,25 @@ class _Search:
         return False
 
 
-class _Abort(Exception):
-    """kube-scheduler stops allocating the claim on this node (a CEL runtime error, an All device a constraint rejects)."""
-
-
-class _DeviceSearch:
+class _DeviceSearch(_Walk):
     """Upstream's ``allocateOne``, device by device in node order, with its two ways to stop early: a selector that
     fails with an error on a device the search looks at, and an ``All`` device a constraint rejects. Used only when
     one of them can happen; otherwise every exhaustive search gives the same answer and :class:`_Search` is faster."""
 
     def __init__(self, requests: list[_Request], devices: list[NodeDevice], constraints: list[MatchAttribute]) -> None:
-        self.requests = requests
-        self.devices = devices
-        self.constraints = constraints
+        super().__init__(requests, devices, constraints)
         self.used: set[int] = set()
-        self.claimed = 0
-        self.picked: list[Chosen] = []
-        self.steps = 0
-        self.exhausted = False
-        self.aborted = ""
-
-    def run(self) -> bool:
-        try:
-            return self._request(0)
-        except _Abort as stop:
-            self.aborted = str(stop)
-            return False
-
-    def _tick(self) -> bool:
-        self.steps += 1
-        if self.steps > SEARCH_BUDGET:
-            self.exhausted = True
-        return self.exhausted
 
     def _add(self, choice: _Choice, di: int) -> bool:
-        done: list[MatchAttribute] = []
-        for c in self.constraints:
-            if not c.add(choice.request, choice.sub, lookup_attribute(self.devices[di], c.attribute), 1):
-                for d in done:
-                    d.remove(choice.request, choice.sub, 1)
-                return False
-            done.append(c)
+        device = self.devices[di]
+        if not self._constrain(choice, lambda attribute: lookup_attribute(device, attribute), 1):
+            return False
         self.used.add(di)
-        if choice.device_class_name:
-            self.claimed += 1
         return True
 
     def _remove(self, choice: _Choice, di: int) -> None:
-        for c in self.constraints:
-            c.remove(choice.request, choice.sub, 1)
+        self._unconstrain(choice, 1)
         self.used.discard(di)
-        if choice.device_class_name:
-            self.claimed -= 1
-
-    def _request(self, ri: int) -> bool:
-        if ri == len(self.requests):
-            return True
-        for choice in self.requests[ri].choices:
-            if self._tick():
-                return False
-            if choice.device_class_name and self.claimed + choice.count > CLAIM_DEVICES_MAX:
-                continue
-            self.picked.append(Chosen(choice.request, choice.sub, choice.device_class_name, choice.count))
-            ok = self._all(choice, ri) if choice.mode == "All" else self._pick(choice, ri, 0, 0)
-            if ok:
-                return True
-            self.picked.pop()
-            if self.exhausted:
-                return False
-        return False
 
     def _all(self, choice: _Choice, ri: int) -> bool:
         taken: list[int] = []
@@ -482,10 +463,12 @@ class _DeviceSearch:
             self._remove(choice, di)
         return False
 
+    def _exact(self, choice: _Choice, ri: int) -> bool:
+        return self._pick(choice, ri, 0, 0)
+
     def _pick(self, choice: _Choice, ri: int, k: int, start: int) -> bool:
         if k == choice.count:
             return self._request(ri + 1)
-        candidates = set(choice.candidates)
         order = choice.kind_devices
         for pos in range(start, len(order)):
             di = order[pos]
@@ -493,7 +476,7 @@ class _DeviceSearch:
                 continue
             if di in choice.errors:
                 raise _Abort(f"{choice.errors[di]}; kube-scheduler stops allocating the claim at a CEL runtime error")
-            if di not in candidates or self._tick() or not self._add(choice, di):
+            if di not in choice.candidate_set or self._tick() or not self._add(choice, di):
                 if self.exhausted:
                     return False
                 continue
@@ -552,7 +535,7 @@ def allocate(
         for req in requests
         for choice in req.choices
     )
-    search: _Search | _DeviceSearch = (
+    search: _Walk = (
         _DeviceSearch(requests, devices, constraints) if upstream_order else _Search(requests, devices, constraints)
     )
     if search.run():
@@ -562,7 +545,7 @@ def allocate(
                 choice = next(c for c in req.choices if c.sub == chosen.sub and c.device_class_name is None)
                 synthetic.extend(devices[i].entry for i in choice.candidates)
         return Allocation(True, list(search.picked), synthetic=list(dict.fromkeys(synthetic)))
-    if isinstance(search, _DeviceSearch) and search.aborted:
+    if search.aborted:
         return Allocation(False, why=search.aborted)
     if search.exhausted:
         return Allocation(False, why=f"gave up after {SEARCH_BUDGET} search steps without finding an allocation")

@@ -76,6 +76,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
 from ansible_collections.gpufleet.serving.plugins.module_utils.records import (
     LedgerRecord,
     ReplicaRecord,
+    copy_request,
 )
 
 CONDITION_TYPE = "ReplicasScheduled"
@@ -451,16 +452,6 @@ def _taint_text(t: Taint) -> str:
     return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
 
 
-def _copy_requests(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for r in requests:
-        item = dict(r, selectors=list(r["selectors"]))
-        if "first_available" in r:
-            item["first_available"] = [dict(a, selectors=list(a["selectors"])) for a in r["first_available"]]
-        out.append(item)
-    return out
-
-
 # --------------------------------------------------------------------------------------------------------------------
 # The planner
 # --------------------------------------------------------------------------------------------------------------------
@@ -815,7 +806,7 @@ class _Planner:
                         "role": member.role,
                         "pool": pool,
                         "nodes": member.pods * engine.copies if mm.claims else 0,
-                        "device_requests": _copy_requests(mm.device_requests),
+                        "device_requests": [copy_request(r) for r in mm.device_requests],
                     }
                 )
                 if mm.constraints:

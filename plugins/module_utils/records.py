@@ -164,7 +164,8 @@ def _trusted_request(r: Mapping[str, Any]) -> ResolvedRequest:
     )
 
 
-def _copy_request(r: Mapping[str, Any]) -> dict[str, Any]:
+def copy_request(r: Mapping[str, Any]) -> dict[str, Any]:
+    """A resolved request in the dict shape, its lists copied (a caller may change the copy)."""
     out = dict(r, selectors=list(r["selectors"]))
     if r.get("first_available") is not None:
         out["first_available"] = [dict(a, selectors=list(a["selectors"])) for a in r["first_available"]]
@@ -308,7 +309,7 @@ class ReplicaRecord(_Record):
                 try:
                     theirs = like["engines"][ei]["members"][mi]
                     return _claim_fields(
-                        [_copy_request(r) for r in theirs["device_requests"]],
+                        [copy_request(r) for r in theirs["device_requests"]],
                         [dict(c, requests=list(c["requests"])) for c in theirs.get("constraints") or []],
                     )
                 except (IndexError, KeyError, TypeError):
