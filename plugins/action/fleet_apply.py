@@ -11,6 +11,7 @@ from typing import Any
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends import serving_kinds
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER, selector
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import (
     ReconcileOptions,
     connect,
@@ -27,7 +28,15 @@ class ActionModule(GpufleetAction):
     def execute(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         if args["state_file"] and args["replicas"] is None:
             raise GpufleetError("replicas is required with state_file")
-        desired = args["objects_by_cluster"]
+        if (args["objects_by_cluster"] is None) == (args["fleet"] is None):
+            raise GpufleetError("exactly one of objects_by_cluster and fleet is required")
+        if args["fleet"] is not None:
+            if args["replicas"] is None:
+                raise GpufleetError("replicas is required with fleet")
+            rendered = fleet_manifests(args["fleet"], args["replicas"])
+            desired = {c: rendered.get(c, []) for c in args["connections"]}
+        else:
+            desired = args["objects_by_cluster"]
         strays = sorted(set(desired) - set(args["connections"]))
         if strays and any(desired[c] for c in strays):
             raise GpufleetError(f"objects_by_cluster names clusters without a connection: {', '.join(strays)}")

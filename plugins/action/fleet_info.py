@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.connection import CONNECTION_VARS, kube_connections
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import role_contract
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import (
@@ -55,4 +56,20 @@ class ActionModule(GpufleetAction):
             host_groups=host_groups(groups),
             check_selectors=args["check_selectors"],
         )
-        return {"changed": False, "fleet": fleet.to_dict(), "summary": fleet.summary(), "contract": role_contract()}
+        result = {"changed": False, "fleet": fleet.to_dict(), "summary": fleet.summary(), "contract": role_contract()}
+        if args["pin_connections"] is not None:
+            result["connections"] = kube_connections(args["pin_connections"], _ConnectionVars(hostvars))
+        return result
+
+
+class _ConnectionVars:
+    """``hostvars`` as :func:`kube_connections` reads it: a host's two connection variables, as plain data."""
+
+    def __init__(self, hostvars: Any) -> None:
+        self._hostvars = hostvars
+
+    def __getitem__(self, host: str) -> dict[str, Any]:
+        if host not in self._hostvars:
+            raise GpufleetError(f"pin_connections: {host!r} is not an inventory host")
+        hv = self._hostvars[host]
+        return {var: to_plain(hv.get(var), f"hostvars[{host!r}].{var}") for var in CONNECTION_VARS}

@@ -19,7 +19,9 @@ class ActionModule(GpufleetAction):
         fleet = args["fleet"]
         classes = validate_classes(fleet["classes"]) if fleet else {}
         apis, errors = connect(args["connections"], args["request_timeout"])
-        reads = [Read(r["api_version"], r["kind"], tuple(r["label_selectors"])) for r in args["reads"]]
+        reads = [
+            Read(r["api_version"], r["kind"], tuple(r["label_selectors"]), r["metadata_only"]) for r in args["reads"]
+        ]
         # The capacity kinds are read after the asked ones and observed here: only the observation is returned.
         capacity_reads = [Read(api_version, kind) for api_version, kind in CAPACITY_KINDS] if fleet else []
         lists, read_errors = read_fleet(apis, reads + capacity_reads)

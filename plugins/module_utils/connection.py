@@ -51,3 +51,27 @@ def kube_connection(cluster: str, kubeconfig: Any = None, context: Any = None) -
             "nothing is applied to whatever cluster the current kube context points at"
         )
     return out
+
+
+#: The inventory variables of a cluster's connection (kubeconfig, context).
+CONNECTION_VARS = ("gpufleet_kubeconfig", "gpufleet_context")
+
+
+def kube_connections(clusters: list[str], hostvars: Any) -> dict[str, dict[str, Any]]:
+    """Every cluster's :func:`kube_connection`, by name, from each host's ``gpufleet_kubeconfig`` / ``gpufleet_context``
+    in ``hostvars`` (a mapping of host name to its variables). Raises one :class:`UnpinnedClusterError` naming every
+    cluster that is not pinned, so a fleet run pins all clusters or none."""
+    out: dict[str, dict[str, Any]] = {}
+    unpinned: list[str] = []
+    for cluster in clusters:
+        hv = hostvars[cluster]
+        try:
+            out[cluster] = kube_connection(cluster, *(hv.get(var) for var in CONNECTION_VARS))
+        except UnpinnedClusterError:
+            unpinned.append(cluster)
+    if unpinned:
+        raise UnpinnedClusterError(
+            f"cluster(s) {', '.join(unpinned)} have neither gpufleet_kubeconfig nor gpufleet_context: set one in "
+            "their host_vars so nothing is applied to whatever cluster the current kube context points at"
+        )
+    return out

@@ -43,8 +43,16 @@ options:
       - The objects to run on each cluster of O(connections), as returned in C(objects_by_cluster) by
         M(gpufleet.serving.fleet_manifests). A cluster of O(connections) with no entry runs none (everything it has
         that the collection owns is pruned).
+      - Exactly one of O(objects_by_cluster) and O(fleet) is required.
     type: dict
-    required: true
+  fleet:
+    description:
+      - The validated fleet, as returned in C(fleet) by M(gpufleet.serving.fleet_info). With O(replicas), the plugin
+        renders every cluster's objects itself, exactly as M(gpufleet.serving.fleet_manifests) does, instead of
+        taking them in O(objects_by_cluster); only the clusters of O(connections) are reconciled.
+      - This is how the C(model_deployment) role applies - the rendered objects never pass through Ansible's
+        variables, which saves about half a second a run for a few hundred objects.
+    type: dict
   field_manager:
     description: The server-side apply field manager.
     type: str
@@ -69,7 +77,7 @@ options:
     type: path
   replicas:
     description: Every replica of every deployment, as returned in C(replicas) by M(gpufleet.serving.fleet_placement).
-      Required with O(state_file).
+      Required with O(state_file) and with O(fleet).
     type: list
     elements: dict
   fail_on_cluster_error:

@@ -46,6 +46,17 @@ options:
     description: Compile every CEL device selector and report the ones that do not compile.
     type: bool
     default: true
+  pin_connections:
+    description:
+      - Inventory hosts (usually C(ansible_play_hosts)) whose Kubernetes connection to pin, returned in
+        RV(connections) for M(gpufleet.serving.fleet_read) and M(gpufleet.serving.fleet_apply).
+      - Each host's C(gpufleet_kubeconfig) (a path, C(~) expanded, or an inline kubeconfig mapping) and/or
+        C(gpufleet_context) is its connection. A host with neither fails the task, naming every such host, so nothing
+        is ever read from or applied to whatever cluster the current kube context points at.
+      - Pinning here, in the step that validates the fleet, costs no task of its own (a task per host cost the
+        C(model_deployment) role about half a second per run).
+    type: list
+    elements: str
 attributes:
   check_mode:
     support: full
@@ -138,6 +149,12 @@ contract:
     node_pool_label: gpufleet.io/pool
     serving_kinds: [{api_version: v1, kind: Service}, {api_version: apps/v1, kind: Deployment}]
     workload_kinds: [{api_version: apps/v1, kind: Deployment}]
+connections:
+  description: With O(pin_connections), each host's kubernetes.core connection options (C(kubeconfig) and/or
+    C(context)), by host name.
+  returned: success and O(pin_connections) is set
+  type: dict
+  sample: {gke-us-central1: {kubeconfig: /home/me/.kube/gke-us-central1}, onprem-a: {context: onprem-a}}
 errors:
   description: On failure, every problem found as C(path) and C(reason).
   returned: failure

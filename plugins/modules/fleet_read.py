@@ -46,6 +46,13 @@ options:
         type: list
         elements: str
         default: []
+      metadata_only:
+        description:
+          - Return only each object's C(apiVersion), C(kind) and C(metadata) (labels, annotations, owner references,
+            ...). The API server sends metadata only (a C(PartialObjectMetadataList)), so reading many objects to find
+            an annotation moves and templates a fraction of the data.
+        type: bool
+        default: false
   fleet:
     description:
       - The normalised fleet, as returned in C(fleet) by M(gpufleet.serving.fleet_info). When set, every reachable

@@ -90,6 +90,13 @@ class GpufleetAction(ActionBase):
     #: A first line for the failure message (e.g. what the failure means for the play).
     FAILURE_HEADLINE = ""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Ansible imports an action plugin in the ansible-playbook process before it forks the task's worker: reading
+        # the documentation here does it once per run, not once per task.
+        if cls.MODULE:
+            documented_options(cls.MODULE)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._VALID_ARGS = frozenset(argument_spec(self.MODULE))

@@ -45,17 +45,17 @@ def test_no_task_spells_its_own_connection(path, tasks):
 
 def test_model_deployment_pins_before_it_reads_or_applies():
     tasks = ROLES_DIR / "model_deployment/tasks"
-    main = yaml.safe_load((tasks / "main.yml").read_text())
-    names = [t["name"] for t in main]
-    pin = names.index("Pin every cluster's connection")
-    assert main[pin]["any_errors_fatal"] is True
-    (include,) = main[pin]["block"]
-    assert include["ansible.builtin.include_role"]["name"] == "gpufleet.serving.cluster_connection"
-    for name in ("Read the observed replicas from the clusters", "Apply every cluster's serving workloads"):
-        assert names.index(name) > pin
+    for entry in ("main.yml", "status.yml"):
+        main = yaml.safe_load((tasks / entry).read_text())
+        names = [t["name"] for t in main]
+        # fleet_info pins every play host's connection (failing on an unpinned one) before anything reads or applies.
+        validate = names.index("Validate the fleet")
+        assert "ansible_play_hosts" in main[validate]["gpufleet.serving.fleet_info"]["pin_connections"]
+        assert main[validate]["register"] == "__model_deployment_fleet"
+        assert names.index("Read the observed replicas from the clusters") > validate
     # Every read and apply reaches the clusters through the pinned connections, and only through them.
     connections = yaml.safe_load((ROLES_DIR / "model_deployment/vars/main.yml").read_text())
-    assert "'cluster_connection_k8s'" in connections["__model_deployment_connections"]
+    assert connections["__model_deployment_connections"] == "{{ __model_deployment_fleet.connections }}"
     for name, module in (
         ("observe_apply.yml", "gpufleet.serving.fleet_read"),
         ("apply.yml", "gpufleet.serving.fleet_apply"),

@@ -70,6 +70,26 @@ def test_fleet_info_argument_types_follow_its_documentation(example_task_vars):
     assert result["failed"] is True and "inference_classes" in result["msg"]
 
 
+def test_fleet_info_pins_the_connections_of_the_hosts_it_is_given(example_task_vars):
+    hosts = sorted(example_task_vars["hostvars"])
+    for i, host in enumerate(hosts):
+        example_task_vars["hostvars"][host]["gpufleet_kubeconfig"] = f"/kube/{host}" if i else None
+        example_task_vars["hostvars"][host]["gpufleet_context"] = None if i else f"{host}-ctx"
+    pinned = run_action("fleet_info", {"pin_connections": hosts}, example_task_vars)
+    assert not pinned.get("failed"), pinned.get("msg")
+    assert pinned["connections"] == {
+        h: ({"kubeconfig": f"/kube/{h}"} if i else {"context": f"{h}-ctx"}) for i, h in enumerate(hosts)
+    }
+    assert "connections" not in run_action("fleet_info", {}, example_task_vars)  # render mode pins nothing
+
+    example_task_vars["hostvars"][hosts[1]]["gpufleet_kubeconfig"] = ""
+    unpinned = run_action("fleet_info", {"pin_connections": hosts}, example_task_vars)
+    assert unpinned["failed"] is True and f"cluster(s) {hosts[1]} have neither" in unpinned["msg"]
+    assert "nothing was changed" in unpinned["msg"] and unpinned["errors"][0]["reason"].startswith("cluster(s)")
+    stranger = run_action("fleet_info", {"pin_connections": ["nope"]}, example_task_vars)
+    assert "'nope' is not an inventory host" in stranger["msg"]
+
+
 def test_fleet_info_unknown_group(example_task_vars):
     result = run_action("fleet_info", {"group": "nope"}, example_task_vars)
     assert result["errors"] == [
@@ -83,6 +103,10 @@ def test_place_render_write_and_read_back(example_task_vars, tmp_path):
     assert not placed.get("failed"), placed.get("msg")
     assert placed["shortfalls"] == [] and placed["changed"] is True
     assert all("replicas" not in res for res in placed["results"].values())
+    # the grouped views name the replicas (the records are in `replicas` once)
+    names = sorted(r["name"] for r in placed["replicas"])
+    assert sorted(n for ns in placed["by_deployment"].values() for n in ns) == names
+    assert sorted(n for ns in placed["by_cluster"].values() for n in ns) == names
 
     check = run_action(
         "fleet_manifests",
@@ -249,6 +273,22 @@ def test_fleet_apply_records_state_but_keeps_a_failed_cluster_as_it_was(tmp_path
     assert "secret-token-never-printed" not in str(result)
     # the failed cluster keeps what was recorded for it; the others get this run's placement
     assert sorted(r["replica"] for r in json.loads(state.read_text())) == ["chat-idle", "chat-old"]
+
+
+def test_fleet_apply_renders_the_fleet_itself_for_the_clusters_it_reaches(example_task_vars, tmp_path):
+    fleet = _fleet(example_task_vars)["fleet"]
+    placed = run_action("fleet_placement", {"fleet": fleet})
+    reached = placed["replicas"][0]["cluster"]
+    args = {"connections": {reached: {"kubeconfig": _closed_port_kubeconfig(tmp_path)}}, "request_timeout": 5}
+    # Replicas on clusters without a connection are not an error here (the role leaves unreachable clusters out);
+    # the one cluster given is reconciled with its own rendered objects, and fails (nothing listens).
+    result = run_action("fleet_apply", {**args, "fleet": fleet, "replicas": placed["replicas"]})
+    assert result["failed"] is True and set(result["failed_clusters"]) == {reached}
+    both = run_action("fleet_apply", {**args, "fleet": fleet, "replicas": [], "objects_by_cluster": {}})
+    assert both["msg"] == "fleet_apply: exactly one of objects_by_cluster and fleet is required"
+    assert "exactly one of" in run_action("fleet_apply", args)["msg"]
+    no_replicas = run_action("fleet_apply", {**args, "fleet": fleet})
+    assert no_replicas["msg"] == "fleet_apply: replicas is required with fleet"
 
 
 def test_fleet_apply_refuses_objects_for_a_cluster_it_cannot_reach():

@@ -42,3 +42,18 @@ def test_filter_prefixes_its_name():
     assert k8s_connection("c1", None, "ctx") == {"context": "ctx"}
     with pytest.raises(AnsibleFilterError, match=r"^k8s_connection: cluster c1 has neither"):
         k8s_connection("c1")
+
+
+def test_a_fleet_is_pinned_whole_or_not_at_all():
+    from ansible_collections.gpufleet.serving.plugins.module_utils.connection import kube_connections
+
+    hostvars = {
+        "a": {"gpufleet_kubeconfig": "/k/a"},
+        "b": {"gpufleet_context": "b-ctx"},
+        "c": {},
+        "d": {"gpufleet_kubeconfig": "", "gpufleet_context": None},
+    }
+    assert kube_connections(["a", "b"], hostvars) == {"a": {"kubeconfig": "/k/a"}, "b": {"context": "b-ctx"}}
+    # every unpinned cluster is named in one error, so the user fixes them all at once
+    with pytest.raises(UnpinnedClusterError, match=r"^cluster\(s\) c, d have neither gpufleet_kubeconfig"):
+        kube_connections(["a", "c", "b", "d"], hostvars)
