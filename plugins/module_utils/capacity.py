@@ -17,7 +17,7 @@ a few hundred bytes per pool, which placement reads back with :func:`usable_node
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,22 +65,93 @@ def _same_quantity(a: Any, b: Any) -> bool:
         return a == b
 
 
-def _device_drift(want: Mapping[str, Any], driver: str, published: Mapping[str, Any]) -> list[str]:
-    """How a published device differs from the device the class declares (``want``: one of
-    ``Device.slice_devices()``, so per-device ``instances`` values are expected on their own device)."""
+def _qualified(table: Mapping[str, Any] | None, driver: str) -> dict[str, Any]:
+    """Attribute or capacity names as Kubernetes compares them: an unqualified name is in the driver's domain."""
+    return {(k if "/" in k else f"{driver}/{k}"): v for k, v in (table or {}).items()}
+
+
+def _shown(value: Any) -> str:
+    """A typed attribute value (``{"string": "x"}``) as the user wrote it: ``'x'``, ``int 3``, ``bool true``."""
+    if isinstance(value, Mapping) and len(value) == 1:
+        ((kind, v),) = value.items()
+        return f"{v!r}" if kind == "string" else f"{kind} {v}"
+    return repr(value)
+
+
+def device_drift(want: Mapping[str, Any], driver: str, published: Mapping[str, Any]) -> list[str]:
+    """How a published ResourceSlice device differs from a device the class declares (empty: it matches).
+
+    ``want`` is one of ``Device.slice_devices()``: the shared attributes and capacity overlaid with the device's own
+    ``instances`` entry. Every attribute and capacity the class names must be published with the same value
+    (quantities compared as quantities); extra ones on the published device are fine. The one comparison of declared
+    and published devices, for observed capacity here and for the existing-cluster preflight.
+    """
     out = []
-    attributes = published.get("attributes") or {}
-    for key, value in (want.get("attributes") or {}).items():
-        got = attributes.get(key, attributes.get(f"{driver}/{key}"))
-        if got != value:
-            shown = next(iter(got.values())) if isinstance(got, dict) and got else got
-            out.append(f"attribute {key} is {shown!r}, the class says {next(iter(value.values()))!r}")
-    capacity = published.get("capacity") or {}
-    for key, cap in (want.get("capacity") or {}).items():
-        got = (capacity.get(key) or capacity.get(f"{driver}/{key}") or {}).get("value")
-        if got is None or not _same_quantity(got, cap["value"]):
-            out.append(f"capacity {key} is {got or 'missing'}, the class says {cap['value']}")
+    attributes = _qualified(published.get("attributes"), driver)
+    for key, value in sorted(_qualified(want.get("attributes"), driver).items()):
+        got = attributes.get(key)
+        if got is None:
+            out.append(f"attribute {key} is missing (class: {_shown(value)})")
+        elif got != value:
+            out.append(f"attribute {key} is {_shown(got)}, the class says {_shown(value)}")
+    capacity = _qualified(published.get("capacity"), driver)
+    for key, cap in sorted(_qualified(want.get("capacity"), driver).items()):
+        got = (capacity.get(key) or {}).get("value")
+        if got is None:
+            out.append(f"capacity {key} is missing (class: {cap['value']})")
+        elif not _same_quantity(got, cap["value"]):
+            out.append(f"capacity {key} is {got}, the class says {cap['value']}")
     return out
+
+
+def match_devices(
+    wanted: Sequence[Mapping[str, Any]], driver: str, published: Sequence[Mapping[str, Any]]
+) -> dict[int, int]:
+    """The most declared devices (``wanted``, indexes) that distinct published devices (indexes) each satisfy, by
+    :func:`device_drift`, whatever their names: a maximum bipartite matching (declared devices with their own
+    ``instances`` values need not be published in the same order, or under the same names)."""
+
+    def fitting(want: Mapping[str, Any]) -> list[int]:
+        # Same-named devices are tried first, so a difference is reported on the device of the declared name.
+        fit = [j for j, dev in enumerate(published) if not device_drift(want, driver, dev)]
+        return sorted(fit, key=lambda j: published[j].get("name") != want.get("name"))
+
+    fits = [fitting(w) for w in wanted]
+    owner: dict[int, int] = {}  # published index -> wanted index
+
+    def place(i: int, seen: set[int]) -> bool:
+        for j in fits[i]:
+            if j in seen:
+                continue
+            seen.add(j)
+            if j not in owner or place(owner[j], seen):
+                owner[j] = i
+                return True
+        return False
+
+    for i in range(len(wanted)):
+        place(i, set())
+    return {i: j for j, i in owner.items()}
+
+
+def compare_devices(
+    wanted: Sequence[Mapping[str, Any]], driver: str, published: Sequence[Mapping[str, Any]]
+) -> tuple[int, list[str]]:
+    """How many ``wanted`` devices distinct ``published`` ones satisfy (:func:`match_devices`), and for each other
+    one, how the published device left to compare it with differs: ``"<published name>: <reason>, ..."`` (the one of
+    the same name, else the one with the fewest differences; none when no published device is left)."""
+    matched = match_devices(wanted, driver, published)
+    used = set(matched.values())
+    spare = [d for j, d in enumerate(published) if j not in used]
+    details = []
+    for i, want in enumerate(wanted):
+        if i in matched or not spare:
+            continue
+        same = [d for d in spare if d.get("name") == want.get("name")]
+        closest = min(same or spare, key=lambda d: len(device_drift(want, driver, d)))
+        spare.remove(closest)
+        details.append(f"{closest.get('name', '?')}: {', '.join(device_drift(want, driver, closest))}")
+    return len(matched), details
 
 
 @dataclass
@@ -264,13 +335,13 @@ def observe_cluster(
                 mine = {n: d for n, d in devices.items() if (m := _INDEX_RE.match(n)) and m.group("base") == spec.name}
                 if len(mine) < spec.count:
                     ns.missing.append(f"{len(mine)} of {spec.count} {spec.name} devices ({spec.driver}) published")
+                # Whatever their names or order, the published devices must satisfy the declared ones one to one.
+                _count, details = compare_devices(
+                    list(expected[spec.name].values()), spec.driver, [mine[n] for n in sorted(mine)]
+                )
+                ns.mismatched.extend(f"device {detail}" for detail in details)
                 for dev_name in sorted(mine):
                     dev = mine[dev_name]
-                    want = expected[spec.name].get(dev_name)  # None: an index beyond the class's count
-                    if want is not None:
-                        ns.mismatched.extend(
-                            f"device {dev_name}: {why}" for why in _device_drift(want, spec.driver, dev)
-                        )
                     for taint in dev.get("taints") or []:
                         if taint.get("effect") in _BLOCKING:
                             key = taint.get("key", "")

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import compare_devices
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     MIN_DRA_KUBERNETES,
@@ -23,7 +24,6 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     Device,
     InferenceClass,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import parse_quantity
 
 DRA_GROUP_VERSION = "resource.k8s.io/v1"
 
@@ -60,43 +60,11 @@ def _version(text: str) -> tuple[int, int, int] | None:
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
-def _qualified(table: Mapping[str, Any], driver: str) -> dict[str, Any]:
-    return {(k if "/" in k else f"{driver}/{k}"): v for k, v in (table or {}).items()}
-
-
-def _quantity_equal(a: Any, b: Any) -> bool:
-    try:
-        return bool(parse_quantity(str(a)) == parse_quantity(str(b)))
-    except ValueError:
-        return str(a) == str(b)
-
-
-def device_mismatch(want: Device, got: Mapping[str, Any], driver: str) -> list[str]:
-    """How a published device differs from the class's device (empty: it matches). Extra attributes and capacity
-    on the published device are fine; every one the class names must be there with the same value."""
-    reasons: list[str] = []
-    want_attrs = _qualified({k: v.as_k8s() for k, v in want.attributes.items()}, want.driver)
-    got_attrs = _qualified(got.get("attributes") or {}, driver)
-    for key, value in sorted(want_attrs.items()):
-        have = got_attrs.get(key)
-        if have is None:
-            reasons.append(f"attribute {key} is missing (class: {_show(value)})")
-        elif have != value:
-            reasons.append(f"attribute {key} is {_show(have)}, the class says {_show(value)}")
-    want_cap = _qualified({k: v.value for k, v in want.capacity.items()}, want.driver)
-    got_cap = {k: (v or {}).get("value") for k, v in _qualified(got.get("capacity") or {}, driver).items()}
-    for key, value in sorted(want_cap.items()):
-        have = got_cap.get(key)
-        if have is None:
-            reasons.append(f"capacity {key} is missing (class: {value})")
-        elif not _quantity_equal(have, value):
-            reasons.append(f"capacity {key} is {have}, the class says {value}")
-    return reasons
-
-
-def _show(value: Mapping[str, Any]) -> str:
-    ((kind, v),) = value.items() if len(value) == 1 else (("?", value),)
-    return f"{v!r}" if kind == "string" else f"{kind} {v}"
+def device_findings(device: Device, published: list[Mapping[str, Any]]) -> tuple[int, str]:
+    """How many of ``device``'s declared devices (its ``count``, each with its own ``instances`` values) distinct
+    published devices satisfy, and what differs for the others (``"<published name>: <reasons>; ..."``)."""
+    matched, details = compare_devices(device.slice_devices(), device.driver, published)
+    return matched, "; ".join(details)
 
 
 def check_cluster(cluster: Cluster, classes: Mapping[str, InferenceClass], observed: Observed) -> list[Finding]:
@@ -228,17 +196,15 @@ def check_cluster(cluster: Cluster, classes: Mapping[str, InferenceClass], obser
                         )
                     )
                     continue
-                matching = [d for d in published if not device_mismatch(device, d, device.driver)]
-                if len(matching) < device.count:
+                matching, detail = device_findings(device, published)
+                if matching < device.count:
                     bad_nodes += 1
-                    wrong = [(d.get("name", "?"), device_mismatch(device, d, device.driver)) for d in published]
-                    detail = "; ".join(f"{n}: {', '.join(r)}" for n, r in wrong if r)
                     out.append(
                         Finding(
                             "error",
                             "devices",
                             name,
-                            f"node {node_name} publishes {len(matching)} {device.driver} device(s) matching class "
+                            f"node {node_name} publishes {matching} {device.driver} device(s) matching class "
                             f"{pool.class_}'s {device.name}, the class says {device.count}"
                             + (f" ({detail})" if detail else ""),
                             pool=pool.name,

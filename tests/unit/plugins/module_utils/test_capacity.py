@@ -112,7 +112,7 @@ def test_our_own_claims_do_not_reduce_capacity():
         (lambda n, s, c: s.pop(1), "c1/l4: node l4-1: 0 of 2 gpu devices (gpu.nvidia.com) published"),
         (
             lambda n, s, c: s.__setitem__(1, slice_for("l4-1", memory="16Gi")),
-            "c1/l4: node l4-1: device gpu-0: capacity memory is 16Gi, the class says 23034Mi",
+            "c1/l4: node l4-1: device gpu-0: capacity gpu.nvidia.com/memory is 16Gi, the class says 23034Mi",
         ),
         (
             lambda n, s, c: s.__setitem__(1, slice_for("l4-1", taint_device=1)),
@@ -181,8 +181,8 @@ def test_a_malformed_observation_is_named():
 
 
 def test_per_device_instances_are_expected_on_their_own_device():
-    # design.md §2a: gpu-1 sits on another PCIe root. A node that publishes the roots swapped has drifted; one that
-    # publishes them as declared has not.
+    # design.md §2a: gpu-1 sits on another PCIe root. A node that publishes both GPUs on one root has drifted; one that
+    # publishes the two roots, under either name, has not.
     klass = InferenceClass.model_validate(
         {
             "devices": [
@@ -212,8 +212,32 @@ def test_per_device_instances_are_expected_on_their_own_device():
         swapped[1]["attributes"]["pcieRoot"],
         swapped[0]["attributes"]["pcieRoot"],
     )
+    # Published in another order (or under other names), the node still has the two GPUs the class declares: the
+    # scheduler matches attributes, not names.
+    state = observe_cluster("c1", POOLS, {"l4-2x": klass}, nodes, slices, [])
+    assert observed_pools([state]) == {"c1": {"l4": 3}} and state.drift() == []
+    # Both on one PCIe root: one declared GPU has no published match, and the drift names the device and value.
+    swapped[1]["attributes"]["pcieRoot"] = {"string": "pci0001:00"}
     state = observe_cluster("c1", POOLS, {"l4-2x": klass}, nodes, slices, [])
     assert observed_pools([state]) == {"c1": {"l4": 2}}
-    assert "c1/l4: node l4-2: device gpu-0: attribute pcieRoot is 'pci0001:00', the class says 'pci0000:00'" in (
-        state.drift()
+    assert state.drift() == [
+        "c1/l4: node l4-2: device gpu-0: attribute gpu.nvidia.com/pcieRoot is 'pci0001:00', the class says 'pci0000:00'"
+    ]
+
+
+def test_devices_are_matched_one_to_one_whatever_the_order():
+    from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import compare_devices, match_devices
+
+    numa0 = {"name": "a", "attributes": {"numa": {"int": 0}}}
+    numa0_root = {"name": "b", "attributes": {"numa": {"int": 0}, "root": {"string": "x"}}}
+    p1 = {"name": "p1", "attributes": {"numa": {"int": 0}, "root": {"string": "x"}}}
+    p2 = {"name": "p2", "attributes": {"numa": {"int": 0}, "root": {"string": "y"}}}
+    # A greedy first fit would give p1 to `a` and leave `b` without a device; the matching finds both.
+    assert match_devices([numa0, numa0_root], "d", [p1, p2]) == {0: 1, 1: 0}
+    assert compare_devices([numa0, numa0_root], "d", [p1, p2]) == (2, [])
+    # One published device cannot satisfy two declared ones.
+    assert compare_devices([numa0_root, numa0_root], "d", [p1, p2]) == (
+        1,
+        ["p2: attribute d/root is 'y', the class says 'x'"],
     )
+    assert compare_devices([numa0, numa0], "d", [p1]) == (1, [])  # a missing device is counted, not explained

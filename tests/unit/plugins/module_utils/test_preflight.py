@@ -132,3 +132,28 @@ def test_report_lines_name_cluster_pool_device_and_node():
     observed = preflight.Observed(**{**GOOD.__dict__, "resource_slices": []})
     lines = preflight.report(run(observed))
     assert "ERROR   c1/l4/gpu node=n0: no ResourceSlice of driver gpu.nvidia.com on node n0" in lines
+
+
+def test_per_device_instances_are_checked_whatever_the_published_order():
+    classes = copy.deepcopy(CLASSES)
+    classes["l4"]["devices"][0]["instances"] = [
+        {"attributes": {"pcieRoot": {"string": "pci0000:00"}}},
+        {"attributes": {"pcieRoot": {"string": "pci0001:00"}}},
+    ]
+
+    def with_root(i, root):
+        dev = gpu(i)
+        dev["attributes"]["pcieRoot"] = {"string": root}
+        return dev
+
+    def check(devices):
+        cluster, parsed = parse_cluster("c1", HOST, classes)
+        observed = preflight.Observed(**{**GOOD.__dict__, "resource_slices": [rs("n0", devices)]})
+        return errors(preflight.check_cluster(cluster, parsed, observed))
+
+    assert check([with_root(0, "pci0000:00"), with_root(1, "pci0001:00")]) == []
+    assert check([with_root(0, "pci0001:00"), with_root(1, "pci0000:00")]) == []  # the scheduler ignores names
+    # Shared attributes all match, but both GPUs sit on one root: before, this passed.
+    (err,) = check([with_root(0, "pci0000:00"), with_root(1, "pci0000:00")])
+    assert err[0] == "devices" and "publishes 1 gpu.nvidia.com device(s) matching class l4's gpu" in err[4]
+    assert "gpu-1: attribute gpu.nvidia.com/pcieRoot is 'pci0000:00', the class says 'pci0001:00'" in err[4]
