@@ -70,22 +70,13 @@ class Fleet:
         for name in sorted(self.clusters):
             c = self.clusters[name]
             item = c.model_dump(by_alias=True, exclude_none=True)
-            # Each cluster once: its node pools as placement reads them (name, class, nodes) with the class's devices.
+            # Each cluster once: its node pools as placement reads them (name, class, nodes). The class's devices are
+            # in `classes`, once (repeating them in every pool made the fleet, which several tasks of a run template,
+            # grow with pools x devices).
             item.pop("node_pools", None)
             if c.declared_version is not None:
                 item["kubernetes_version"] = c.declared_version
-            item["pools"] = [
-                {
-                    "name": p.name,
-                    "class": p.class_,
-                    "nodes": p.node_count,
-                    "devices": [
-                        {**d.as_resource_slice_device(), "claim": d.claim, "count": d.count}
-                        for d in self.classes[p.class_].devices
-                    ],
-                }
-                for p in c.node_pools
-            ]
+            item["pools"] = [{"name": p.name, "class": p.class_, "nodes": p.node_count} for p in c.node_pools]
             clusters.append(item)
         deployments = []
         for d in self.deployments:

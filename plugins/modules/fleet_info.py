@@ -99,19 +99,15 @@ fleet:
   type: dict
   contains:
     clusters:
-      description: Every fleet cluster with its pools, node counts and the resolved devices of each pool's class.
+      description: Every fleet cluster with its pools (name, class and node count; the class's devices are in
+        C(classes)).
       type: list
       elements: dict
       sample:
         - name: gke-us-central1
           provider: gke
           pools:
-            - name: l4
-              class: l4-1x
-              nodes: 4
-              devices:
-                - {name: gpu, driver: gpu.nvidia.com, claim: DRA, count: 1,
-                   attributes: {productName: {string: NVIDIA L4}}, capacity: {memory: {value: 23034Mi}}}
+            - {name: l4, class: l4-1x, nodes: 4}
     classes:
       description: Inference classes keyed by name, normalised.
       type: dict

@@ -25,8 +25,9 @@ def test_example_fleet_is_valid_and_normalised():
     out = fleet.to_dict()
     onprem = next(c for c in out["clusters"] if c["name"] == "onprem-a")
     dgx = onprem["pools"][0]
-    assert dgx["nodes"] == 4
-    assert {d["name"]: (d["claim"], d["count"]) for d in dgx["devices"]} == {"gpu": ("DRA", 8), "ib": ("Synthetic", 8)}
+    assert dgx == {"name": dgx["name"], "class": dgx["class"], "nodes": 4}  # the class's devices are in classes, once
+    devices = out["classes"][dgx["class"]]["devices"]
+    assert {d["name"]: (d["claim"], d["count"]) for d in devices} == {"gpu": ("DRA", 8), "ib": ("Synthetic", 8)}
     # Defaults are filled in.
     assert out["deployments"][0]["backend"] == "auto"
     assert out["deployments"][0]["engines"][0]["copies"] == 1
@@ -34,7 +35,7 @@ def test_example_fleet_is_valid_and_normalised():
     # Each cluster once, in the shape placement reads (design.md §4); no second copy of the pools.
     eks = out["clusters"][0]
     assert "node_pools" not in eks and "placement_clusters" not in out
-    assert [{k: p[k] for k in ("name", "class", "nodes")} for p in eks["pools"]] == [
+    assert eks["pools"] == [
         {"name": "a10g", "class": "a10g-1x", "nodes": 3},
         {"name": "p5", "class": "h100-8x-ib", "nodes": 1},
     ]
