@@ -105,11 +105,11 @@ def main() -> None:
                 run(kc(h, "create", "namespace", "bench"))
             # A second run (nothing to change) takes a few seconds, so it is the median of SECOND_RUNS, both sides.
             floor1 = floor()
-            floor2 = statistics.median(floor() for _ in range(SECOND_RUNS))
+            floor2 = statistics.median(floor() for _run in range(SECOND_RUNS))
             for h in CLUSTERS:
                 run(kc(h, "delete", "namespace", "bench", "--wait=true"))
             first = run(play, env)
-            second = statistics.median(run(play, env) for _ in range(SECOND_RUNS))
+            second = statistics.median(run(play, env) for _run in range(SECOND_RUNS))
             files = len(list(rendered.rglob("*.yaml")))
             print(f"fleet: {len(CLUSTERS)} local clusters, 10 deployments, {files} objects applied")
             print(
