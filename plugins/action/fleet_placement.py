@@ -47,9 +47,8 @@ class ActionModule(GpufleetAction):
         return {
             "changed": outcome.changed,
             "replicas": outcome.replicas,
-            # Names only: the records are in `replicas` once (three copies made every later task slower).
-            "by_deployment": {d: [r["name"] for r in rs] for d, rs in outcome.by_deployment().items()},
-            "by_cluster": {c: [r["name"] for r in rs] for c, rs in outcome.by_cluster().items()},
+            "by_deployment": outcome.by_deployment(),
+            "by_cluster": outcome.by_cluster(),
             "results": {
                 name: {k: v for k, v in res.items() if k != "replicas"} for name, res in outcome.results.items()
             },

@@ -110,16 +110,15 @@ replicas:
     - {name: qwen-demo-3f9a1, deployment: qwen-demo, namespace: ml-team, cluster: gke-us-central1, index: 0,
        engines: [{name: main, copies: 1, members: [{role: Standalone, pool: l4, nodes: 1, device_requests: []}]}]}
 by_deployment:
-  description: The names of the replicas (their C(name) in RV(replicas)) grouped by deployment name (every deployment
-    present, possibly with an empty list).
+  description: The replicas grouped by deployment name (every deployment present, possibly with an empty list).
   returned: success
   type: dict
-  sample: {qwen-demo: [qwen-demo-3f9a1]}
+  sample: {qwen-demo: []}
 by_cluster:
-  description: The names of the replicas (their C(name) in RV(replicas)) grouped by cluster name.
+  description: The replicas grouped by cluster name.
   returned: success
   type: dict
-  sample: {gke-us-central1: [qwen-demo-3f9a1]}
+  sample: {gke-us-central1: []}
 results:
   description: Per deployment, M(gpufleet.serving.replica_placement)'s result without C(replicas).
   returned: success

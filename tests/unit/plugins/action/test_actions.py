@@ -103,10 +103,10 @@ def test_place_render_write_and_read_back(example_task_vars, tmp_path):
     assert not placed.get("failed"), placed.get("msg")
     assert placed["shortfalls"] == [] and placed["changed"] is True
     assert all("replicas" not in res for res in placed["results"].values())
-    # the grouped views name the replicas (the records are in `replicas` once)
+    # the grouped views hold the replica records (AWX workflows and the molecule verify read them)
     names = sorted(r["name"] for r in placed["replicas"])
-    assert sorted(n for ns in placed["by_deployment"].values() for n in ns) == names
-    assert sorted(n for ns in placed["by_cluster"].values() for n in ns) == names
+    assert sorted(r["name"] for rs in placed["by_deployment"].values() for r in rs) == names
+    assert all(r["cluster"] == c for c, rs in placed["by_cluster"].items() for r in rs)
 
     check = run_action(
         "fleet_manifests",
