@@ -187,10 +187,9 @@ class ClusterAPI:
         self._resources: dict[tuple[str, str], Any] = {}
         self._group_versions: dict[str, list[dict[str, Any]]] = {}
         try:
-            self._client = _k8s().get_api_client(**dict(connection))
+            self._dyn = _k8s().get_api_client(**dict(connection)).client  # kubernetes' DynamicClient
         except Exception as exc:  # any failure to build a client means the cluster is unusable
             raise ClusterError(f"cannot build a client: {_reason(exc)}") from None
-        self._dyn = self._client.client
         self.requests = 0
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
