@@ -102,13 +102,20 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Apply every cluster's serving workloads
+- name: Render and apply every cluster's serving workloads (connections pinned by fleet_info's pin_connections)
   gpufleet.serving.fleet_apply:
-    connections: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'cluster_connection_k8s'))) }}"
-    objects_by_cluster: "{{ gpufleet_manifests.objects_by_cluster }}"
+    connections: "{{ gpufleet_fleet.connections }}"
+    fleet: "{{ gpufleet_fleet.fleet }}"
+    replicas: "{{ gpufleet_placement.replicas }}"
     timeout: 600
   run_once: true
   register: gpufleet_applied
+
+- name: Apply objects rendered beforehand
+  gpufleet.serving.fleet_apply:
+    connections: "{{ gpufleet_fleet.connections }}"
+    objects_by_cluster: "{{ gpufleet_manifests.objects_by_cluster }}"
+  run_once: true
 """
 
 RETURN = r"""

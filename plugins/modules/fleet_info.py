@@ -86,6 +86,12 @@ EXAMPLES = r"""
     msg: "{{ gpufleet_fleet.summary }}"
   run_once: true
 
+- name: Validate the fleet and pin every cluster's connection for fleet_read / fleet_apply
+  gpufleet.serving.fleet_info:
+    pin_connections: "{{ ansible_play_hosts }}"
+  run_once: true
+  register: gpufleet_fleet  # gpufleet_fleet.connections: {cluster: {kubeconfig?, context?}}
+
 - name: Validate a candidate change to the deployments without touching the inventory
   gpufleet.serving.fleet_info:
     model_deployments: "{{ lookup('file', 'new-deployments.yml') | from_yaml }}"

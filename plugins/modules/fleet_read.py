@@ -75,23 +75,24 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Read the serving Services of every cluster
+- name: Read every cluster's Deployments labelled team=ml (connections pinned by fleet_info's pin_connections)
   gpufleet.serving.fleet_read:
-    connections: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'cluster_connection_k8s'))) }}"
+    connections: "{{ gpufleet_fleet.connections }}"
     reads:
-      - api_version: v1
-        kind: Service
-        label_selectors: [app.kubernetes.io/managed-by=gpufleet.serving, gpufleet.io/component=serving]
+      - api_version: apps/v1
+        kind: Deployment
+        label_selectors: [team=ml]
   run_once: true
-  register: fleet_services
+  register: fleet_deployments
 
-- name: Read the serving Services, and observe what every pool of the fleet really has
+- name: Read the serving Services' metadata, and observe what every pool of the fleet really has
   gpufleet.serving.fleet_read:
-    connections: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'cluster_connection_k8s'))) }}"
+    connections: "{{ gpufleet_fleet.connections }}"
     reads:
       - api_version: v1
         kind: Service
-        label_selectors: [app.kubernetes.io/managed-by=gpufleet.serving, gpufleet.io/component=serving]
+        label_selectors: "{{ gpufleet_fleet.contract.serving_owner_selector }}"
+        metadata_only: true
     fleet: "{{ gpufleet_fleet.fleet }}"
   run_once: true
   register: fleet_reads
