@@ -103,6 +103,27 @@ def test_localfleet_publishes_the_inventory_pools(fleet: Fleet) -> None:
             assert {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"} in n["spec"]["taints"]
 
 
+def test_cluster_reads_discover_per_group_version_and_read_metadata_only(fleet: Fleet) -> None:
+    """fleet_read / fleet_apply's client against a real API server: a kind is found (or known not served) from its
+    group version's resource list, and a metadata-only list is the metadata of the full one and nothing else."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import ClusterAPI
+
+    api = ClusterAPI("lf-alpha", {"kubeconfig": str(fleet.state / "kubeconfigs" / "lf-alpha")})
+    assert api.resource("resource.k8s.io/v1", "ResourceSlice").namespaced is False
+    assert api.resource("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet").namespaced is True
+    assert api.resource("serving.kserve.io/v1alpha2", "LLMInferenceService") is None  # its CRD is not installed
+    assert api.resource("v1", "NoSuchKind") is None
+    full = api.list("v1", "Node", ["gpufleet.io/pool=l4"])
+    meta = api.list("v1", "Node", ["gpufleet.io/pool=l4"], metadata_only=True)
+    assert len(full) == 3 and all("spec" in n and "status" in n for n in full)
+    assert all(set(n) == {"apiVersion", "kind", "metadata"} and n["kind"] == "Node" for n in meta)
+
+    def ident(n: dict[str, Any]) -> tuple[str, str, dict[str, str]]:  # kwok heartbeats move resourceVersion
+        return n["metadata"]["name"], n["metadata"]["uid"], n["metadata"]["labels"]
+
+    assert sorted(map(ident, meta), key=str) == sorted(map(ident, full), key=str)
+
+
 # --- deploy ---------------------------------------------------------------------------------------------------------
 
 
