@@ -33,12 +33,15 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     LABEL_DEPLOYMENT,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.lazy_kubernetes import defer_generated_classes
 from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import pending_workloads, wait_ready
 
 # Imported when this file is: the action plugins import it at the top, and Ansible imports action plugins in the
-# ansible-playbook process before it forks a worker per task, so the kubernetes package (over half a second to import)
-# is imported once per run instead of once per task.
+# ansible-playbook process before it forks a worker per task, so the kubernetes package is imported once per run
+# instead of once per task, and without the generated API and model classes the dynamic client does not use
+# (lazy_kubernetes: 0.3 s less to import, and less for the process to carry to its exit).
 try:
+    defer_generated_classes()
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as _K8S_CLIENT
     from kubernetes.dynamic.resource import Resource as _Resource
 
