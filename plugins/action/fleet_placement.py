@@ -44,19 +44,36 @@ class ActionModule(GpufleetAction):
             observed_nodes=usable_nodes(states) if args["capacity"] == "observed" else None,
             capacity_notes=pool_notes(states),
         )
-        return {
+        results = {name: {k: v for k, v in res.items() if k != "replicas"} for name, res in outcome.results.items()}
+        shortfalls, status = outcome.shortfalls(), outcome.statuses()
+        result = {
             "changed": outcome.changed,
             "replicas": outcome.replicas,
             "by_deployment": outcome.by_deployment(),
             "by_cluster": outcome.by_cluster(),
-            "results": {
-                name: {k: v for k, v in res.items() if k != "replicas"} for name, res in outcome.results.items()
-            },
-            "shortfalls": outcome.shortfalls(),
-            "status": outcome.statuses(),
+            "results": results,
+            "shortfalls": shortfalls,
+            "status": status,
             "table": outcome.table(),
             "explain": outcome.explain(),
             "render_token": token,
             "drift": states,
             "drift_lines": [str(line) for s in states for line in s.get("drift") or []],
         }
+        if args["publish_stats"]:
+            # What set_stats returns (Ansible takes custom stats from any task's result): no task templating the
+            # replicas again just to publish them.
+            placement = {
+                "results": results,
+                "replicas": outcome.replicas,
+                "shortfalls": shortfalls,
+                "status": status,
+                "degraded": shortfalls,
+                "capacity": args["capacity"],
+            }
+            result["ansible_stats"] = {
+                "data": {"gpufleet_placement": placement, "gpufleet_drift": states},
+                "per_host": False,
+                "aggregate": False,
+            }
+        return result

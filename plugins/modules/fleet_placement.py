@@ -73,6 +73,18 @@ options:
     type: str
     choices: [declared, observed]
     default: declared
+  publish_stats:
+    description:
+      - Publish the placement as the custom stats C(gpufleet_placement) (C(results), C(replicas), C(shortfalls),
+        C(status), C(degraded) (the shortfalls again), C(capacity)) and C(gpufleet_drift) (RV(drift)), as
+        M(ansible.builtin.set_stats) would with O(ansible.builtin.set_stats#module:per_host=false) and
+        O(ansible.builtin.set_stats#module:aggregate=false). AWX and Tower job templates pass custom stats on as
+        artifacts to the following nodes of a workflow.
+      - They are published when the placement is made, so also when the play fails afterwards (for example, before
+        writing anything, on a shortfall with C(gpufleet_fail_on_unschedulable)); a workflow's failure path sees what
+        was short.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -98,6 +110,13 @@ EXAMPLES = r"""
     drained: "{{ gpufleet_drained_clusters | default([]) }}"
   run_once: true
   register: gpufleet_placement
+
+- name: Place every deployment and publish the placement for the next nodes of an AWX workflow
+  gpufleet.serving.fleet_placement:
+    fleet: "{{ gpufleet_fleet.fleet }}"
+    observed_objects: "{{ gpufleet_services.objects }}"
+    publish_stats: true
+  run_once: true
 """
 
 RETURN = r"""

@@ -277,10 +277,12 @@ def probe_status(fleet: Fleet, capacity: str) -> tuple[int, list[str], str]:
     out = fleet.playbook("status.yml", "-e", f"gpufleet_capacity={capacity}").stdout
     row = re.search(r'"probe\s+30\s+(\d+)\s', out)
     assert row, out[-4000:]
-    drift: list[str] = []
-    block = re.search(r"Report drift between the declared fleet.*?\n(ok: .*?)\n\n", out, re.S)
-    if block and "skipping" not in block.group(0):
-        drift = re.findall(r'^\s+"(.*)",?$', block.group(1), re.M)
+    # The report's drift section: its header, the lines, then the summary line that ends the report.
+    block = re.search(r"Show the placement\].*?\n(ok: .*?)\n\n", out, re.S)
+    assert block, out[-4000:]
+    lines = re.findall(r'^\s+"(.*)",?$', block.group(1), re.M)
+    header = "Drift between the declared fleet and what the clusters have:"
+    drift = lines[lines.index(header) + 1 : -1] if header in lines else []
     return int(row.group(1)), drift, out
 
 

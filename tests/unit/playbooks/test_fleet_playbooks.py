@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -103,3 +104,61 @@ def test_status_reports_without_writing(tmp_path):
     report = playbook(inventory, "status.yml", "-e", out, "-e", f'{{"gpufleet_drained_clusters": ["{drained}"]}}')
     assert "A deploy would change the placement of: qwen-demo" in report
     assert {p: p.stat().st_mtime_ns for p in render.rglob("*.yaml")} == before
+
+
+def published_stats(inventory: Path, *extra: str) -> tuple[int, dict]:
+    """deploy.yml with the json callback: (exit status, the custom stats AWX would pass on as artifacts)."""
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+        ANSIBLE_SHOW_CUSTOM_STATS="true",
+    )
+    proc = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory / "hosts.yml"), str(REPO / "playbooks" / "deploy.yml"), *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+    return proc.returncode, json.loads(proc.stdout)["global_custom_stats"]
+
+
+@pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
+def test_deploy_publishes_the_placement_for_awx_workflows(tmp_path):
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "inventories" / "example", inventory)
+    hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
+    clusters = {h for group in hosts["all"]["children"].values() for h in _hosts(group)}
+    desired = {
+        d["name"]: d["replicas"]
+        for d in yaml.safe_load((inventory / "group_vars" / "all" / "deployments.yml").read_text())[
+            "gpufleet_model_deployments"
+        ]
+    }
+    rc, stats = published_stats(inventory, "-e", f"gpufleet_render_dir={tmp_path / 'rendered'}")
+    assert rc == 0
+    placement = stats["gpufleet_placement"]
+    assert placement["status"] == dict.fromkeys(desired, "Ready")
+    assert placement["shortfalls"] == placement["degraded"] == []
+    assert placement["capacity"] == "declared"
+    assert {n: r["scheduled"] for n, r in placement["results"].items()} == desired
+    assert sorted(r["deployment"] for r in placement["replicas"]) == sorted(n for n, c in desired.items() for _ in range(c))
+    assert {r["cluster"] for r in placement["replicas"]} <= clusters
+    assert stats["gpufleet_drift"] == []  # render mode reads no cluster
+
+    # Every cluster drained and shortfalls fatal: the run fails before writing, and still says what was short.
+    drained = json.dumps({"gpufleet_drained_clusters": sorted(clusters), "gpufleet_fail_on_unschedulable": True})
+    rc, stats = published_stats(inventory, "-e", f"gpufleet_render_dir={tmp_path / 'other'}", "-e", drained)
+    assert rc != 0
+    assert not (tmp_path / "other").exists()
+    assert sorted(stats["gpufleet_placement"]["degraded"]) == sorted(desired)
+    assert stats["gpufleet_placement"]["status"] == dict.fromkeys(desired, "Degraded")
+
+
+def _hosts(group: dict) -> set[str]:
+    found = set((group or {}).get("hosts") or {})
+    for child in ((group or {}).get("children") or {}).values():
+        found |= _hosts(child)
+    return found
