@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils import render
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends import serving_kinds
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER, selector
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
@@ -20,6 +21,10 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import 
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import write_atomic
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
+
+# Rendering imports it when first needed: imported here, in the ansible-playbook process, so the worker does not compile
+# it again (see fleet_info's PRELOADED).
+PRELOADED = (render,)
 
 
 class ActionModule(GpufleetAction):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils import backends, dra_cel, quantity, semver
 from ansible_collections.gpufleet.serving.plugins.module_utils.connection import CONNECTION_VARS, kube_connections
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import role_contract
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
@@ -22,6 +23,12 @@ from ansible_collections.gpufleet.serving.plugins.plugin_utils.inventory import 
     host_groups,
     pattern_resolver,
 )
+
+# What validation imports when it first needs it, imported here, in the ansible-playbook process, before the worker
+# that validates is forked: Ansible's collection loader compiles collection source at every import (it keeps no
+# bytecode), so a module first imported in a worker is compiled again there, and later again in the parent
+# (dra_cel alone takes 60 ms to compile).
+PRELOADED = (backends, dra_cel, quantity, semver)
 
 
 class ActionModule(GpufleetAction):
