@@ -49,8 +49,6 @@ class ActionModule(GpufleetAction):
         result = {
             "changed": outcome.changed,
             "replicas": outcome.replicas,
-            "by_deployment": outcome.by_deployment(),
-            "by_cluster": outcome.by_cluster(),
             "results": results,
             "shortfalls": shortfalls,
             "status": status,
@@ -60,6 +58,9 @@ class ActionModule(GpufleetAction):
             "drift": states,
             "drift_lines": [str(line) for s in states for line in s.get("drift") or []],
         }
+        if args["grouped"]:
+            result["by_deployment"] = outcome.by_deployment()
+            result["by_cluster"] = outcome.by_cluster()
         if args["publish_stats"]:
             # What set_stats returns (Ansible takes custom stats from any task's result): no task templating the
             # replicas again just to publish them.

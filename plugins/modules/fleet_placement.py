@@ -73,6 +73,13 @@ options:
     type: str
     choices: [declared, observed]
     default: declared
+  grouped:
+    description:
+      - Also return the replicas grouped by deployment (RV(by_deployment)) and by cluster (RV(by_cluster)).
+      - Set V(false) when only RV(replicas) is read (it is easily filtered with C(selectattr)). The same records twice
+        more make the registered result, which Ansible copies and finalises, three times as large.
+    type: bool
+    default: true
   publish_stats:
     description:
       - Publish the placement as the custom stats C(gpufleet_placement) (C(results), C(replicas), C(shortfalls),
@@ -130,12 +137,12 @@ replicas:
        engines: [{name: main, copies: 1, members: [{role: Standalone, pool: l4, nodes: 1, device_requests: []}]}]}
 by_deployment:
   description: The replicas grouped by deployment name (every deployment present, possibly with an empty list).
-  returned: success
+  returned: success, with O(grouped=true)
   type: dict
   sample: {qwen-demo: []}
 by_cluster:
   description: The replicas grouped by cluster name.
-  returned: success
+  returned: success, with O(grouped=true)
   type: dict
   sample: {gke-us-central1: []}
 results:

@@ -107,6 +107,9 @@ def test_place_render_write_and_read_back(example_task_vars, tmp_path):
     names = sorted(r["name"] for r in placed["replicas"])
     assert sorted(r["name"] for rs in placed["by_deployment"].values() for r in rs) == names
     assert all(r["cluster"] == c for c, rs in placed["by_cluster"].items() for r in rs)
+    ungrouped = run_action("fleet_placement", {"fleet": fleet, "grouped": False})
+    assert "by_deployment" not in ungrouped and "by_cluster" not in ungrouped
+    assert ungrouped["replicas"] == placed["replicas"] and ungrouped["status"] == placed["status"]
 
     check = run_action(
         "fleet_manifests",
