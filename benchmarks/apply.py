@@ -122,7 +122,9 @@ def main() -> None:
             ratio = statistics.median(d / f for f, d in pairs)
             files = len(list(rendered.rglob("*.yaml")))
             print(f"fleet: {len(CLUSTERS)} local clusters, 10 deployments, {files} objects applied")
-            print(f"floor (kubectl apply --server-side per cluster, parallel): first {floor1:.2f}s, second {floor2:.2f}s")
+            print(
+                f"floor (kubectl apply --server-side per cluster, parallel): first {floor1:.2f}s, second {floor2:.2f}s"
+            )
             print(f"deploy.yml apply: first {first:.2f}s ({first / floor1:.2f}x), second {second:.2f}s")
             print(
                 f"second run: {ratio:.2f}x the floor (median of {PAIRS} pairs run in turn; "
