@@ -134,31 +134,40 @@ def match_devices(
     return {i: j for j, i in owner.items()}
 
 
-def compare_devices(
+def device_report(
     wanted: Sequence[Mapping[str, Any]], driver: str, published: Sequence[Mapping[str, Any]]
-) -> tuple[int, list[str]]:
-    """How many ``wanted`` devices distinct ``published`` ones satisfy (:func:`match_devices`), and for each other
-    one, how the published device left to compare it with differs: ``"<published name>: <reason>, ..."`` (the one of
-    the same name, else the one with the fewest differences; none when no published device is left)."""
+) -> tuple[set[int], dict[int, str]]:
+    """Which ``wanted`` devices (indexes) distinct ``published`` ones satisfy (:func:`match_devices`), and for each
+    other one, how the published device left to compare it with differs: ``"<published name>: <reason>, ..."`` (the
+    one of the same name, else the one with the fewest differences; no entry when no published device is left)."""
     # The usual case, on the hot path of observing every node: each declared device is published under its own name
     # as declared. Only otherwise is the matching (a comparison per pair) needed.
     by_name = {d.get("name"): d for d in published}
     if len(by_name) == len(published) and all(
         (dev := by_name.get(w.get("name"))) is not None and not device_drift(w, driver, dev) for w in wanted
     ):
-        return len(wanted), []
+        return set(range(len(wanted))), {}
     matched = match_devices(wanted, driver, published)
     used = set(matched.values())
     spare = [d for j, d in enumerate(published) if j not in used]
-    details = []
+    details: dict[int, str] = {}
     for i, want in enumerate(wanted):
         if i in matched or not spare:
             continue
         same = [d for d in spare if d.get("name") == want.get("name")]
         closest = min(same or spare, key=lambda d: len(device_drift(want, driver, d)))
         spare.remove(closest)
-        details.append(f"{closest.get('name', '?')}: {', '.join(device_drift(want, driver, closest))}")
-    return len(matched), details
+        details[i] = f"{closest.get('name', '?')}: {', '.join(device_drift(want, driver, closest))}"
+    return set(matched), details
+
+
+def compare_devices(
+    wanted: Sequence[Mapping[str, Any]], driver: str, published: Sequence[Mapping[str, Any]]
+) -> tuple[int, list[str]]:
+    """How many ``wanted`` devices distinct ``published`` ones satisfy, and how the others differ, in order
+    (:func:`device_report`)."""
+    matched, details = device_report(wanted, driver, published)
+    return len(matched), [details[i] for i in sorted(details)]
 
 
 @dataclass

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import compare_devices
+from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import device_report
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     MIN_DRA_KUBERNETES,
@@ -60,11 +60,25 @@ def _version(text: str) -> tuple[int, int, int] | None:
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
-def device_findings(device: Device, published: list[Mapping[str, Any]]) -> tuple[int, str]:
-    """How many of ``device``'s declared devices (its ``count``, each with its own ``instances`` values) distinct
-    published devices satisfy, and what differs for the others (``"<published name>: <reasons>; ..."``)."""
-    matched, details = compare_devices(device.slice_devices(), device.driver, published)
-    return matched, "; ".join(details)
+def device_findings(devices: Sequence[Device], published: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, str]]:
+    """Per declared device entry (``devices``, all of one driver): how many of its devices (its ``count``, each with
+    its own ``instances`` values) distinct published devices satisfy, and what differs for the others
+    (``"<published name>: <reasons>; ..."``). The entries are matched together, so one published device never counts
+    for two entries (full GPUs and MIG slices of one driver, or two entries that differ only in name)."""
+    wanted: list[Mapping[str, Any]] = []
+    entry: list[str] = []
+    for device in devices:
+        for declared in device.slice_devices():
+            wanted.append(declared)
+            entry.append(device.name)
+    matched, details = device_report(wanted, devices[0].driver, published) if devices else (set(), {})
+    return {
+        device.name: (
+            sum(1 for i in matched if entry[i] == device.name),
+            "; ".join(details[i] for i in sorted(details) if entry[i] == device.name),
+        )
+        for device in devices
+    }
 
 
 def check_cluster(cluster: Cluster, classes: Mapping[str, InferenceClass], observed: Observed) -> list[Finding]:
@@ -159,9 +173,29 @@ def check_cluster(cluster: Cluster, classes: Mapping[str, InferenceClass], obser
         else:
             out.append(Finding("ok", "pool-nodes", name, f"{len(nodes)} Node(s)", pool=pool.name))
 
-        for device in cls.devices:
-            if device.claim != "DRA":
-                continue  # Synthetic devices have no driver publishing them
+        dra = [device for device in cls.devices if device.claim == "DRA"]  # Synthetic ones have no driver publishing
+        drivers = sorted({device.driver for device in dra})
+        published = {
+            (node_name, driver): [
+                d
+                for spec in slices_by_node.get(node_name, [])
+                if spec.get("driver") == driver
+                for d in spec.get("devices") or []
+            ]
+            for node_name in nodes
+            for driver in drivers
+        }
+        # Per node, what each entry gets of the devices published for its driver, every entry of the driver matched
+        # together.
+        found = {
+            (node_name, entry): result
+            for node_name in nodes
+            for driver in drivers
+            for entry, result in device_findings(
+                [device for device in dra if device.driver == driver], published[node_name, driver]
+            ).items()
+        }
+        for device in dra:
             if device.device_class_name not in device_classes:
                 out.append(
                     Finding(
@@ -176,13 +210,7 @@ def check_cluster(cluster: Cluster, classes: Mapping[str, InferenceClass], obser
                 )
             bad_nodes = 0
             for node_name in nodes:
-                published = [
-                    d
-                    for spec in slices_by_node.get(node_name, [])
-                    if spec.get("driver") == device.driver
-                    for d in spec.get("devices") or []
-                ]
-                if not published:
+                if not published[node_name, device.driver]:
                     bad_nodes += 1
                     out.append(
                         Finding(
@@ -196,7 +224,7 @@ def check_cluster(cluster: Cluster, classes: Mapping[str, InferenceClass], obser
                         )
                     )
                     continue
-                matching, detail = device_findings(device, published)
+                matching, detail = found[node_name, device.name]
                 if matching < device.count:
                     bad_nodes += 1
                     out.append(

@@ -157,3 +157,23 @@ def test_per_device_instances_are_checked_whatever_the_published_order():
     (err,) = check([with_root(0, "pci0000:00"), with_root(1, "pci0000:00")])
     assert err[0] == "devices" and "publishes 1 gpu.nvidia.com device(s) matching class l4's gpu" in err[4]
     assert "gpu-1: attribute gpu.nvidia.com/pcieRoot is 'pci0000:00', the class says 'pci0001:00'" in err[4]
+
+
+def test_two_entries_of_one_driver_do_not_share_published_devices():
+    # Two entries of gpu.nvidia.com that differ only in name: 4 GPUs declared. Each was matched against every published
+    # device of the driver on its own, so 2 published GPUs satisfied both entries and the node passed.
+    classes = copy.deepcopy(CLASSES)
+    second = {**copy.deepcopy(classes["l4"]["devices"][0]), "name": "gpu-b"}
+    classes["l4"]["devices"].insert(1, second)
+
+    def check(devices):
+        cluster, parsed = parse_cluster("c1", HOST, classes)
+        observed = preflight.Observed(**{**GOOD.__dict__, "resource_slices": [rs("n0", devices)]})
+        return errors(preflight.check_cluster(cluster, parsed, observed))
+
+    (err,) = check([gpu(0), gpu(1)])
+    assert err[:4] == ("devices", "l4", "gpu-b", "n0")
+    assert "publishes 0 gpu.nvidia.com device(s) matching class l4's gpu-b, the class says 2" in err[4]
+    assert check([gpu(i) for i in range(4)]) == []
+    (err,) = check([gpu(i) for i in range(3)])
+    assert err[2] == "gpu-b" and "publishes 1 gpu.nvidia.com device(s)" in err[4]
