@@ -124,6 +124,8 @@ class SelectorEngine:
     def version_error(self, expression: str, version: str) -> str | None:
         """Why ``expression`` does not compile for Kubernetes ``version`` (``"1.34"``), or None when it does."""
         key = (expression, version)
+        # dra_cel caches what compiles, not what raises: an expression too new for a cluster's version would be
+        # compiled again for every device of the cluster.
         if key not in self._version_errors:
             try:
                 dra_cel.compile_selector(expression, version)
