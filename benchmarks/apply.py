@@ -117,8 +117,8 @@ def main() -> None:
             floor()
             run(play, env)
             pairs = [(floor(), run(play, env)) for _pair in range(PAIRS)]
-            floor2 = statistics.median(f for f, _ in pairs)
-            second = statistics.median(d for _, d in pairs)
+            floor2 = statistics.median(f for f, _d in pairs)
+            second = statistics.median(d for _f, d in pairs)
             ratio = statistics.median(d / f for f, d in pairs)
             files = len(list(rendered.rglob("*.yaml")))
             print(f"fleet: {len(CLUSTERS)} local clusters, 10 deployments, {files} objects applied")

@@ -77,9 +77,11 @@ def _run_init(module: ModuleType) -> None:
         if module.__name__ in _STARTED:  # done, or running in this very thread
             return
         _STARTED.add(module.__name__)
-        assert module.__spec__ is not None and module.__spec__.loader is not None
+        spec = module.__spec__
+        if spec is None or spec.loader is None:  # made by _lazy_package, which always gives both
+            raise ImportError(f"{module.__name__} has no loader")
         try:
-            module.__spec__.loader.exec_module(module)
+            spec.loader.exec_module(module)
         except BaseException:
             _STARTED.discard(module.__name__)
             raise
@@ -106,7 +108,7 @@ def defer_generated_classes() -> bool:
         if any(module is None for module in packages.values()):
             return False
         for name, module in packages.items():  # as the import system binds a loaded submodule on its parent
-            parent, _, child = name.rpartition(".")
+            parent, _dot, child = name.rpartition(".")
             if parent in packages:
                 setattr(packages[parent], child, module)
         sys.modules.update(packages)  # type: ignore[arg-type]

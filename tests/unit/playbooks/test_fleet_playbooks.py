@@ -145,7 +145,7 @@ def test_deploy_publishes_the_placement_for_awx_workflows(tmp_path):
     assert placement["capacity"] == "declared"
     assert {n: r["scheduled"] for n, r in placement["results"].items()} == desired
     assert sorted(r["deployment"] for r in placement["replicas"]) == sorted(
-        n for n, c in desired.items() for _ in range(c)
+        n for n, c in desired.items() for _i in range(c)
     )
     assert {r["cluster"] for r in placement["replicas"]} <= clusters
     assert stats["gpufleet_drift"] == []  # render mode reads no cluster
