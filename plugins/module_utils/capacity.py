@@ -143,7 +143,8 @@ def device_report(
     # The usual case, on the hot path of observing every node: each declared device is published under its own name
     # as declared. Only otherwise is the matching (a comparison per pair) needed.
     by_name = {d.get("name"): d for d in published}
-    if len(by_name) == len(published) and all(
+    names = [w.get("name") for w in wanted]
+    if len(by_name) == len(published) and len(set(names)) == len(names) and all(
         (dev := by_name.get(w.get("name"))) is not None and not device_drift(w, driver, dev) for w in wanted
     ):
         return set(range(len(wanted))), {}
