@@ -210,8 +210,9 @@ def test_second_run_changes_nothing(fleet: Fleet) -> None:
     before = owned_versions(fleet)
     out = fleet.playbook("deploy.yml").stdout
     counts = recap(out)
-    assert set(counts) == set(fleet.names)
-    assert all(c["changed"] == 0 for c in counts.values()), counts
+    # Every task of the role runs once for the fleet (deploy.yml applies it with run_once), on the first cluster.
+    assert set(counts) == {fleet.names[0]}, counts
+    assert counts[fleet.names[0]]["changed"] == 0, counts
     assert owned_versions(fleet) == before  # not a single write to an owned object
 
 
