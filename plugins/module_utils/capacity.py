@@ -144,8 +144,10 @@ def device_report(
     # as declared. Only otherwise is the matching (a comparison per pair) needed.
     by_name = {d.get("name"): d for d in published}
     names = [w.get("name") for w in wanted]
-    if len(by_name) == len(published) and len(set(names)) == len(names) and all(
-        (dev := by_name.get(w.get("name"))) is not None and not device_drift(w, driver, dev) for w in wanted
+    if (
+        len(by_name) == len(published)
+        and len(set(names)) == len(names)
+        and all((dev := by_name.get(w.get("name"))) is not None and not device_drift(w, driver, dev) for w in wanted)
     ):
         return set(range(len(wanted))), {}
     matched = match_devices(wanted, driver, published)
