@@ -158,9 +158,9 @@ def device_report(
         if i in matched or not spare:
             continue
         same = [d for d in spare if d.get("name") == want.get("name")]
-        closest = min(same or spare, key=lambda d: len(device_drift(want, driver, d)))
+        reasons, closest = min(((device_drift(want, driver, d), d) for d in same or spare), key=lambda c: len(c[0]))
         spare.remove(closest)
-        details[i] = f"{closest.get('name', '?')}: {', '.join(device_drift(want, driver, closest))}"
+        details[i] = f"{closest.get('name', '?')}: {', '.join(reasons)}"
     return set(matched), details
 
 
@@ -354,7 +354,7 @@ def observe_cluster(
                 mine = {n: d for n, d in devices.items() if (m := _INDEX_RE.match(n)) and m.group("base") == spec.name}
                 if len(mine) < spec.count:
                     ns.missing.append(f"{len(mine)} of {spec.count} {spec.name} devices ({spec.driver}) published")
-                # Whatever their names or order, the published devices must satisfy the declared ones one to one.
+                # Whatever their indexes or order, the published devices must satisfy the declared ones one to one.
                 _count, details = compare_devices(
                     list(expected[spec.name].values()), spec.driver, [mine[n] for n in sorted(mine)]
                 )
