@@ -11,7 +11,10 @@ A safe, transactional store:
   every stale owned file found), then stages every new file as a temporary file beside its target, and only when all
   of them are staged switches them in (``os.replace``) and prunes. A cluster whose directory cannot be written fails
   the staging step, which removes what it staged: no cluster is changed. The switch is recorded in a journal
-  (``.gpufleet/commit.json``) first, so a run killed half-way through it is rolled forward by the next run.
+  (``.gpufleet/commit.json``) first, so a run killed half-way through it is rolled forward by the next run. The
+  journal is untrusted input like everything in the directory (a GitOps working tree anyone with commit rights
+  writes): :func:`read_journal` accepts only stage files beside their targets and ``<cluster>/<namespace>/<file>.yaml``
+  paths, reached through no symlink, and refuses the whole journal otherwise.
 * **One writer.** Writers hold an exclusive lock (``.gpufleet/lock``, ``flock``) for the whole transaction. A second
   run that finds the directory locked waits briefly, then fails naming the holder. :func:`tree_token` fingerprints the
   directory when a run reads it back for placement; writing with that token refuses to overwrite what another run
@@ -372,25 +375,102 @@ def recover(root: str | Path) -> None:
             _recover(root)
 
 
+def _object_path_error(rel: Any) -> str | None:
+    """Why ``rel`` is not the path of an object file below the root (``<cluster>/<namespace>/<file>.yaml``), or None.
+
+    The journal is data from the render directory, which is a GitOps working tree: whoever can commit to it can
+    write it. Only a path of exactly the shape this module writes is accepted, so nothing it names can be above the
+    root, absolute, or a dot entry (``.gpufleet`` itself included)."""
+    if not isinstance(rel, str):
+        return f"{rel!r:.80} is not a path"
+    parts = rel.split("/")
+    if len(parts) != 3 or not parts[2].endswith(".yaml"):
+        return f"{rel!r:.200} is not <cluster>/<namespace>/<file>.yaml"
+    for part in parts:
+        if not part or part in (".", "..") or part.startswith(".") or "\\" in part or "\0" in part:
+            return f"{rel!r:.200} has the component {part!r:.80} (absolute, '..', or a dot entry)"
+    return None
+
+
+def _staged_path_error(staged: Any, target: str) -> str | None:
+    """Why ``staged`` is not a stage file beside ``target`` (the only thing a journal may move into place), or None."""
+    if not isinstance(staged, str):
+        return f"{staged!r:.80} is not a path"
+    head, _, name = staged.rpartition("/")
+    if head != target.rpartition("/")[0] or not name.startswith(f"{STAGE_PREFIX}{target.rpartition('/')[2]}."):
+        return f"{staged!r:.200} is not a stage file beside {target!r:.200}"
+    if "\\" in name or "\0" in name or "/" in name:
+        return f"{staged!r:.200} is not a stage file beside {target!r:.200}"
+    return None
+
+
+def read_journal(root: Path) -> tuple[list[tuple[str, str]], list[str]] | None:
+    """The commit journal's switch (files to move into place, files to remove), or None when there is none.
+
+    Every path is checked before anything is done: a journal that names anything but stage files and object files
+    below the root, or reaches one through a symlink, is refused whole (naming it), and nothing is changed."""
+    state = root / STATE_DIR
+    try:
+        st = os.lstat(state)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise _symlink_error(root, state)
+    journal = state / JOURNAL_FILE
+    if not os.path.lexists(journal):
+        return None
+    text = _read_text(journal)  # O_NOFOLLOW: a symlinked journal is refused
+
+    def refuse(why: str) -> GpufleetError:
+        return GpufleetError(
+            f"manifest_dir: refusing the commit journal {journal}: {why}. A journal is written by this collection "
+            "only while it switches files in, and names only files below the render directory; this one was edited "
+            "or planted (the render directory is a Git working tree). Nothing was changed: inspect it, then delete "
+            "it and run again."
+        )
+
+    try:
+        plan = json.loads(text or "")
+    except ValueError:
+        raise refuse("it is not JSON") from None
+    if not isinstance(plan, dict) or set(plan) - {"replace", "remove"}:
+        raise refuse("it is not an object with 'replace' and 'remove' lists")
+    replace_raw, remove_raw = plan.get("replace", []), plan.get("remove", [])
+    if not isinstance(replace_raw, list) or not isinstance(remove_raw, list):
+        raise refuse("'replace' and 'remove' must be lists")
+    replace: list[tuple[str, str]] = []
+    for item in replace_raw:
+        if not isinstance(item, list) or len(item) != 2:
+            raise refuse(f"a 'replace' entry is not a [staged, target] pair: {item!r:.200}")
+        staged, target = item
+        why = _object_path_error(target) or _staged_path_error(staged, target)
+        if why:
+            raise refuse(why)
+        replace.append((staged, target))
+    for rel in remove_raw:
+        why = _object_path_error(rel)
+        if why:
+            raise refuse(why)
+    for rel in [p for pair in replace for p in pair] + remove_raw:
+        try:
+            check_path(root, rel)
+        except GpufleetError as exc:
+            raise refuse(str(exc)) from None
+    return replace, list(remove_raw)
+
+
 def _recover(root: Path) -> None:
     """Roll forward a switch that a killed run left half-done (its journal is still there); drop stray stage files."""
-    journal = root / STATE_DIR / JOURNAL_FILE
-    text = _read_text(journal) if journal.exists() else None
-    if text:
-        try:
-            plan = json.loads(text)
-        except ValueError:
-            plan = {}
-        for staged, target in plan.get("replace", []):
-            s_path, t_path = root / staged, root / target
-            check_path(root, target)
-            if os.path.lexists(s_path):
-                os.replace(s_path, t_path)
-        for rel in plan.get("remove", []):
-            check_path(root, rel)
+    switch = read_journal(root)
+    if switch is not None:
+        replace, remove = switch
+        for staged, target in replace:
+            if os.path.lexists(root / staged):
+                os.replace(root / staged, root / target)
+        for rel in remove:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(root / rel)
-        os.unlink(journal)
+        os.unlink(root / STATE_DIR / JOURNAL_FILE)
     for cluster in cluster_dirs(root):
         for ns in _entries(root, root / cluster):
             if not ns.is_dir(follow_symlinks=False):

@@ -106,6 +106,43 @@ def test_status_reports_without_writing(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in render.rglob("*.yaml")} == before
 
 
+@pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
+def test_a_planted_journal_never_reaches_outside_the_render_dir(tmp_path):
+    """The render directory is a Git working tree: a committed ``.gpufleet/commit.json`` naming files outside it must
+    not make deploy.yml delete one and move another (a kubeconfig) in, nor make the read-only status.yml write."""
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "inventories" / "example", inventory)
+    render = tmp_path / "rendered"
+    out = f"gpufleet_render_dir={render}"
+    playbook(inventory, "deploy.yml", "-e", out)
+    victim, kubeconfig = tmp_path / "victim.txt", tmp_path / "kubeconfig"
+    victim.write_text("keep me")
+    kubeconfig.write_text("users: [{user: {token: s3cr3t}}]")
+    cluster = sorted(clusters_of(render, "qwen-demo"))[0]
+    stolen = f"{cluster}/ml-team/service-stolen.yaml"
+    (render / ".gpufleet").mkdir(exist_ok=True)
+    (render / ".gpufleet/commit.json").write_text(
+        json.dumps({"replace": [["../kubeconfig", stolen]], "remove": ["../victim.txt"]})
+    )
+    before = {p: p.read_text() for p in render.rglob("*.yaml")}
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"), ANSIBLE_NOCOLOR="1")
+    for name in ("status.yml", "deploy.yml"):
+        proc = subprocess.run(
+            [str(ANSIBLE_PLAYBOOK), "-i", str(inventory / "hosts.yml"), str(REPO / "playbooks" / name), "-e", out],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            check=False,
+        )
+        assert proc.returncode != 0, name
+        assert "refusing the commit journal" in proc.stdout, proc.stdout[-3000:]
+        assert "s3cr3t" not in proc.stdout + proc.stderr
+        assert victim.read_text() == "keep me"
+        assert kubeconfig.read_text() == "users: [{user: {token: s3cr3t}}]"
+        assert {p: p.read_text() for p in render.rglob("*.yaml")} == before
+
+
 def published_stats(inventory: Path, *extra: str) -> tuple[int, dict]:
     """deploy.yml with the json callback: (exit status, the custom stats AWX would pass on as artifacts)."""
     env = dict(

@@ -237,3 +237,116 @@ def test_clusters_that_left_the_inventory_lose_their_owned_files_only(tmp_path):
         "gone/ml/service-x.yaml",
         "kept/ml/service-qwen-2.yaml",
     ]
+
+
+# A planted journal: the render directory is a Git working tree, so its journal is untrusted input (issue 23).
+
+
+def _plant(root, journal: object) -> None:
+    import json
+
+    (root / ".gpufleet").mkdir(parents=True, exist_ok=True)
+    (root / ".gpufleet/commit.json").write_text(json.dumps(journal) if not isinstance(journal, str) else journal)
+
+
+@pytest.mark.parametrize(
+    "journal",
+    [
+        {"remove": ["../victim.txt"]},
+        {"remove": ["a/../../victim.txt"]},
+        {"remove": ["a/ml/../../../victim.txt"]},
+        {"remove": ["VICTIM_ABS"]},
+        {"replace": [["../kubeconfig", "a/ml/service-stolen.yaml"]]},
+        {"replace": [["a/ml/.gpufleet-stage.service-x.yaml.1.ab", "../victim.txt"]]},
+        {"replace": [["a/ml/other-file.yaml", "a/ml/service-x.yaml"]]},
+        {"remove": [".gpufleet/lock"]},
+        {"remove": ["a/ml/service-old.yaml"], "run": "rm -rf /"},
+        {"remove": "a/ml/service-old.yaml"},
+        "not json",
+    ],
+    ids=[
+        "remove-dotdot",
+        "remove-dotdot-deep",
+        "remove-dotdot-deeper",
+        "remove-absolute",
+        "replace-from-outside",
+        "replace-to-outside",
+        "replace-from-non-stage-file",
+        "remove-state-dir",
+        "unknown-key",
+        "remove-not-list",
+        "not-json",
+    ],
+)
+def test_a_planted_journal_is_refused_and_nothing_outside_is_touched(tmp_path, journal):
+    root = tmp_path / "render"
+    sync(root, "a", [obj("Service", "old")], OWNER)
+    victim, kubeconfig = tmp_path / "victim.txt", tmp_path / "kubeconfig"
+    victim.write_text("keep me")
+    kubeconfig.write_text("token: s3cr3t")
+    if isinstance(journal, dict) and journal.get("remove") == ["VICTIM_ABS"]:
+        journal = {"remove": [str(victim)]}
+    _plant(root, journal)
+    before = {p: p.read_text() for p in root.rglob("*.yaml")}
+    with pytest.raises(GpufleetError, match=r"refusing the commit journal .*commit\.json.*Nothing was changed"):
+        sync(root, "a", [obj("Service", "new")], OWNER)
+    assert victim.read_text() == "keep me"
+    assert kubeconfig.read_text() == "token: s3cr3t"
+    assert {p: p.read_text() for p in root.rglob("*.yaml")} == before
+    assert (root / ".gpufleet/commit.json").exists()  # left for the user to inspect
+
+
+def test_a_journal_reaching_a_file_through_a_symlinked_directory_is_refused(tmp_path):
+    root = tmp_path / "render"
+    sync(root, "a", [obj("Service", "old")], OWNER)
+    outside = tmp_path / "outside/ml"
+    outside.mkdir(parents=True)
+    (outside / "service-victim.yaml").write_text("keep me")
+    (root / "evil").symlink_to(tmp_path / "outside")
+    _plant(root, {"remove": ["evil/ml/service-victim.yaml"]})
+    with pytest.raises(GpufleetError, match=r"refusing the commit journal.*symlink"):
+        sync(root, "a", [], OWNER)
+    assert (outside / "service-victim.yaml").read_text() == "keep me"
+
+
+def test_a_symlinked_state_directory_is_refused(tmp_path):
+    from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import recover
+
+    root = tmp_path / "render"
+    sync(root, "a", [obj("Service", "old")], OWNER)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "commit.json").write_text('{"remove": ["a/ml/service-old.yaml"]}')
+    import shutil
+
+    shutil.rmtree(root / ".gpufleet")
+    (root / ".gpufleet").symlink_to(elsewhere)
+    with pytest.raises(GpufleetError, match="symlink"):
+        recover(root)
+    assert (root / "a/ml/service-old.yaml").exists()
+    assert (elsewhere / "commit.json").exists()
+
+
+def test_a_journal_written_by_a_real_switch_is_accepted(tmp_path):
+    """The checks accept exactly what commit() writes (stage files beside their targets, object files to remove)."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction, read_journal
+
+    root = tmp_path / "render"
+    sync(root, "a", [obj("Service", "old")], OWNER)
+    seen = {}
+    txn = Transaction(root)
+    txn.plan("a", [obj("Service", "new")], OWNER)
+    real_unlink = __import__("os").unlink
+
+    def capture(path, *args, **kwargs):
+        if str(path).endswith("commit.json"):
+            seen["journal"] = read_journal(root)
+        return real_unlink(path, *args, **kwargs)
+
+    import unittest.mock
+
+    with unittest.mock.patch("os.unlink", capture):
+        txn.commit()
+    replace, remove = seen["journal"]
+    assert [t for _s, t in replace] == ["a/ml/service-new.yaml"]
+    assert remove == ["a/ml/service-old.yaml"]
