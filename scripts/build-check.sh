@@ -7,6 +7,28 @@ trap 'rm -rf "$out"' EXIT
 ansible-galaxy collection build --force --output-path "$out" . >/dev/null
 ls "$out"/gpufleet-serving-*.tar.gz >/dev/null
 echo "built $(basename "$out"/gpufleet-serving-*.tar.gz)"
+
+# What the README tells a user to do from their own repository: install the tarball beside an inventory (no Galaxy:
+# --no-deps, the ansible package ships the dependencies) and run the playbooks by their fully qualified names, with
+# nothing of this checkout on the collections path.
+user="$out/user-repo"
+mkdir -p "$user"
+cp -r inventories/example "$user/inventory"
+sed -i '/^gpufleet_render_dir:/d' "$user/inventory/group_vars/all/mode.yml"  # the role's default: <inventory>/rendered
+printf '[defaults]\ncollections_path = ./collections\n' >"$user/ansible.cfg"
+(
+  cd "$user"
+  env -u ANSIBLE_COLLECTIONS_PATH -u ANSIBLE_COLLECTIONS_SCAN_SYS_PATH ANSIBLE_CONFIG="$user/ansible.cfg" \
+    ansible-galaxy collection install --no-deps -p ./collections "$out"/gpufleet-serving-*.tar.gz >/dev/null
+  for pb in validate deploy; do
+    env -u ANSIBLE_COLLECTIONS_PATH -u ANSIBLE_COLLECTIONS_SCAN_SYS_PATH ANSIBLE_CONFIG="$user/ansible.cfg" \
+      ansible-playbook -i inventory "gpufleet.serving.$pb" >"$out/$pb.log" 2>&1 \
+      || { tail -40 "$out/$pb.log"; echo "installed collection: gpufleet.serving.$pb failed" >&2; exit 1; }
+  done
+  ls inventory/rendered/*/*/*.yaml >/dev/null \
+    || { echo "installed collection: deploy wrote nothing under inventory/rendered" >&2; exit 1; }
+)
+echo "installed tarball: gpufleet.serving.validate and gpufleet.serving.deploy by FQCN from a user repository: ok"
 for f in plugins/modules/*.py; do
   name=$(basename "$f" .py)
   ansible-doc -t module "gpufleet.serving.$name" >/dev/null
