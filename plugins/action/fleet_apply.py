@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import 
     connect,
     reconcile_fleet,
     recorded_placement,
+    skipped_holds,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import write_atomic
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
@@ -46,6 +47,7 @@ class ActionModule(GpufleetAction):
         if strays and any(desired[c] for c in strays):
             raise GpufleetError(f"objects_by_cluster names clusters without a connection: {', '.join(strays)}")
         apis, lost = connect(args["connections"], args["request_timeout"])
+        hold, keep = skipped_holds(args["unreadable"])
         opts = ReconcileOptions(
             kinds=[(k.api_version, k.kind) for k in serving_kinds()],
             owner_selector=selector(SERVING_OWNER),
@@ -54,6 +56,8 @@ class ActionModule(GpufleetAction):
             timeout=args["timeout"],
             poll_interval=args["poll_interval"],
             check_mode=bool(self._task.check_mode),
+            hold=hold,
+            keep=keep,
         )
         outcomes, held = reconcile_fleet(apis, desired, opts, lost=lost)
         clusters = {name: outcomes[name].to_dict() for name in sorted(outcomes)}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_DEPLOYMENT, SERVING_OWNER
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
@@ -24,10 +24,19 @@ class ActionModule(GpufleetAction):
             txn = Transaction(
                 args["render_dir"], check_mode=bool(self._task.check_mode), expect_token=args["render_token"]
             )
+            # Objects placement skipped (unreadable placement annotation): nothing of their deployments is pruned, and
+            # an object that names no deployment is kept.
+            held = {str(s["deployment"]) for s in args["unreadable"] if s.get("deployment")}
+            kept = {str(s["path"]) for s in args["unreadable"] if s.get("path")}
+
+            def keep(rel: str, obj: Any) -> bool:
+                labels = ((obj.get("metadata") or {}).get("labels") or {}) if isinstance(obj, dict) else {}
+                return rel in kept or str(labels.get(LABEL_DEPLOYMENT) or "") in held
+
             for cluster, objs in objects.items():
-                txn.plan(cluster, objs, SERVING_OWNER, prune=args["prune"])
+                txn.plan(cluster, objs, SERVING_OWNER, prune=args["prune"], keep=keep)
             if args["prune"]:
-                txn.prune_other_clusters(objects, SERVING_OWNER)
+                txn.prune_other_clusters(objects, SERVING_OWNER, keep_file=keep)
             outcome = txn.commit()
             result = {
                 "written": outcome.written,

@@ -7,8 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import pool_notes, usable_nodes
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import observed_replicas, place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_CLUSTER, SERVING_OWNER
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import observe, place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.guard import (
+    capacity_losses,
+    dropped_replicas,
+    parse_allow,
+    parse_names,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects, recover, tree_token
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
@@ -18,7 +24,21 @@ class ActionModule(GpufleetAction):
 
     def execute(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
         unreachable = set(args["unreachable"])
-        objects = list(args["observed_objects"])
+        fleet = args["fleet"]
+        cluster_names = [c["name"] for c in fleet["clusters"]]
+        # A typo in a drained/cordoned cluster or an allowed deployment would otherwise mean nothing, silently.
+        drained = parse_names(args["drained"], cluster_names, "gpufleet_drained_clusters")
+        cordoned = parse_names(args["cordoned"], cluster_names, "gpufleet_cordoned_clusters")
+        allow = parse_allow(args["allow_capacity_loss"], [d["name"] for d in fleet["deployments"]])
+        # (cluster read from, object, file): each object's annotation is read on its own; one that cannot be read is
+        # skipped, named by cluster, namespace and name, and holds its deployment's objects from pruning.
+        objects: list[tuple[str, dict[str, Any], str | None]] = [
+            (cluster, obj, None) for cluster, objs in args["observed_by_cluster"].items() for obj in objs
+        ]
+        objects += [
+            (str(((o.get("metadata") or {}).get("labels") or {}).get(LABEL_CLUSTER) or "?"), o, None)
+            for o in args["observed_objects"]
+        ]
         token = None
         if args["render_dir"]:
             # Fingerprint first: fleet_manifests refuses to write if another run changes the directory after this read.
@@ -27,10 +47,11 @@ class ActionModule(GpufleetAction):
             token = tree_token(args["render_dir"])
             # The per-replica Service carries the placement annotation: only Services are read.
             objects.extend(
-                obj
-                for _cluster, _rel, obj in read_objects(args["render_dir"], selector=SERVING_OWNER, kinds=["Service"])
+                (cluster, obj, rel)
+                for cluster, rel, obj in read_objects(args["render_dir"], selector=SERVING_OWNER, kinds=["Service"])
             )
-        observed = [r for r in observed_replicas(objects) if r["cluster"] not in unreachable]
+        seen = observe(objects)
+        observed = [r for r in seen.replicas() if r["cluster"] not in unreachable]
         # A cluster that could not be read keeps the replicas it had at the last successful run.
         observed += [r for r in args["fallback_replicas"] if r.get("cluster") in unreachable]
         # Observed capacity and drift, as fleet_read observed it on the reachable clusters.
@@ -39,24 +60,40 @@ class ActionModule(GpufleetAction):
             args["fleet"],
             observed,
             unreachable=unreachable,
-            drained=args["drained"],
-            cordoned=args["cordoned"],
+            drained=drained,
+            cordoned=cordoned,
             observed_nodes=usable_nodes(states) if args["capacity"] == "observed" else None,
             capacity_notes=pool_notes(states),
+            force_drain=args["force_drain"],
         )
         results = {name: {k: v for k, v in res.items() if k != "replicas"} for name, res in outcome.results.items()}
-        shortfalls, status = outcome.shortfalls(), outcome.statuses()
+        shortfalls, degraded, status = outcome.shortfalls(), outcome.degraded(), outcome.statuses()
+        # Guarded shrink: what this run removes, and whether a deployment would lose serving capacity.
+        floors = {d["name"]: (d.get("disruption") or {}).get("min_available") for d in fleet["deployments"]}
+        losses = capacity_losses(outcome.results, observed, allow=allow, min_available=floors)
+        dropped = dropped_replicas(outcome.results, observed)
         result = {
             "changed": outcome.changed,
             "replicas": outcome.replicas,
             "results": results,
             "shortfalls": shortfalls,
+            "degraded": degraded,
             "status": status,
+            "dropped": dropped,
+            "dropped_lines": [
+                f"{d['deployment']}: replica ({d['cluster']}, {d['index']}) - {d['reason']}" for d in dropped
+            ],
+            "capacity_loss": [loss.to_dict() for loss in losses],
+            "capacity_loss_lines": [loss.line() for loss in losses],
+            "blocked": [loss.deployment for loss in losses if loss.blocking],
             "table": outcome.table(),
             "explain": outcome.explain(),
             "render_token": token,
             "drift": states,
             "drift_lines": [str(line) for s in states for line in s.get("drift") or []],
+            "unreadable": [s.to_dict() for s in seen.skipped],
+            "unreadable_lines": [s.line() for s in seen.skipped],
+            "held": seen.held(),
         }
         if args["grouped"]:
             result["by_deployment"] = outcome.by_deployment()
@@ -69,8 +106,13 @@ class ActionModule(GpufleetAction):
                 "replicas": outcome.replicas,
                 "shortfalls": shortfalls,
                 "status": status,
-                "degraded": shortfalls,
+                "degraded": degraded,
+                "dropped": dropped,
+                "capacity_loss": result["capacity_loss"],
+                "blocked": result["blocked"],
                 "capacity": args["capacity"],
+                "unreadable": result["unreadable"],
+                "held": result["held"],
             }
             result["ansible_stats"] = {
                 "data": {"gpufleet_placement": placement, "gpufleet_drift": states},

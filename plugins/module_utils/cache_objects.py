@@ -44,6 +44,12 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     parse,
     require_pydantic,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.redact import (
+    credential_name,
+    describe,
+    redact_text,
+    value_credentials,
+)
 
 # The cache's labels and annotations are part of the collection's Kubernetes contract (contract.py).
 MANAGED_BY = contract.MANAGED_BY
@@ -99,14 +105,16 @@ JOB_HASH_LEN = 10
 SCRIPT_HASH_LEN = 8
 
 STATUSES = ("Rendered", "Ready", "Hydrating", "Pending", "Failed")
-# Hydrator options derived from the cache itself; extra_args may not repeat them.
+# Hydrator options derived from the cache itself; extra_args may not repeat them, nor any abbreviation of them (the
+# hydrator's parser takes none, allow_abbrev=False, but an older hydrator image would).
 RESERVED_ARGS = frozenset({"--source", "--dest", "--revision", "--endpoint-url", "--include", "--exclude", "--workers"})
 CHECK_JOB_PREFIX = "gpufleet-check-"
 
 # roles/model_cache/files/hydrate.py exit codes (hydrate.py --help), plus what the kubelet reports.
 EXIT_CODES: dict[int, str] = {
     1: "unexpected error",
-    2: "usage or path error (bad arguments, unsafe remote path, symlink in the destination)",
+    2: "usage or path error (bad arguments, unsafe remote path, a remote name too long for the volume, symlink in the "
+    "destination)",
     3: "authentication or authorization failed (bad or missing credentials, gated repository)",
     4: "not found (repository, revision, bucket, prefix, object or URL; or nothing matched include/exclude)",
     5: "disk full (the volume is too small for the model: raise size)",
@@ -160,7 +168,7 @@ class HydrationOptions(BaseModel):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> HydrationOptions:
-        reserved = sorted({a.split("=", 1)[0] for a in self.extra_args} & RESERVED_ARGS)
+        reserved = sorted({shown for shown in map(reserved_arg, self.extra_args) if shown})
         if reserved:
             raise ValueError(
                 f"extra_args must not set {', '.join(reserved)}: they come from the cache's source and the role"
@@ -168,6 +176,9 @@ class HydrationOptions(BaseModel):
         for i, var in enumerate(self.env):
             if not isinstance(var.get("name"), str) or not var["name"]:
                 raise ValueError(f"env[{i}] needs a name (a Kubernetes EnvVar: {{name, value | valueFrom}})")
+        credentials = [problem for i, var in enumerate(self.env) if (problem := env_credential(i, var))]
+        if credentials:
+            raise ValueError(f"{'; '.join(credentials)}: {ENV_CREDENTIAL_ADVICE}")
         unknown = sorted(set(self.secret_keys) - set(DEFAULT_SECRET_KEYS))
         if unknown:
             raise ValueError(
@@ -193,6 +204,42 @@ class HydrationOptions(BaseModel):
             raise CacheObjectsError("; ".join(_option_error(err) for err in exc.errors(include_url=False))) from None
 
 
+def reserved_arg(arg: str) -> str | None:
+    """How ``arg`` (one token of extra_args) sets a reserved hydrator option: the option (``--dest``, also as
+    ``--dest=/x``), or the abbreviation and what it abbreviates (``--des (abbreviates --dest)``); None if it does not.
+    Only the option name is shown, never a value."""
+    if not arg.startswith("--"):
+        return None
+    name = arg.split("=", 1)[0]
+    if name in RESERVED_ARGS:
+        return name
+    hits = sorted(opt for opt in RESERVED_ARGS if len(name) > 2 and opt.startswith(name))
+    return f"{name} (abbreviates {' or '.join(hits)})" if hits else None
+
+
+def env_credential(index: int, var: Mapping[str, Any]) -> str | None:
+    """``env[i].value: <why>`` when an extra environment variable carries a credential as a plain value (its name looks
+    like one, or its value is a URL with a user and password or a token); None otherwise. Never shows the value."""
+    if "value" not in var or var["value"] is None or var["value"] == "":
+        return None
+    name = str(var.get("name"))
+    value = var["value"]
+    if credential_name(name):
+        return f"env[{index}].value: {name} looks like a credential"
+    found = value_credentials(value) if isinstance(value, str) else None
+    return f"env[{index}].value: the value of {name} carries {found}" if found else None
+
+
+#: The advice that ends the error listing :func:`env_credential`'s findings.
+ENV_CREDENTIAL_ADVICE = (
+    "a plain value would be rendered into every hydration Job (and into Git in render mode). Reference a Secret "
+    "instead: {name: ..., valueFrom: {secretKeyRef: {name: <secret>, key: <key>}}}. The source's own token belongs in "
+    "the Secret the source names (hugging_face.token_secret, s3.credentials_secret, http.credentials_secret or "
+    "url_secret), whose values apply mode takes from model_cache_secrets; a value that is no secret may come from a "
+    "ConfigMap (valueFrom.configMapKeyRef)"
+)
+
+
 _OPTION_WORDS = {
     "image": "must be a non-empty container image reference",
     "pip_packages": "must be a list of non-empty strings",
@@ -210,20 +257,22 @@ def _option_error(err: Mapping[str, Any]) -> str:
         return str(err.get("msg", "")).removeprefix("Value error, ")
     name = str(loc[0])
     kind = str(err.get("type", ""))
+    # The input of an option may carry a credential (an env list, a package index URL): shown by redact.describe.
     got = err.get("input")
+    shown = describe(got, secret=name == "env")
     if kind in ("int_type", "int_parsing", "greater_than_equal", "int_from_float"):
         bound = (err.get("ctx") or {}).get("ge")
         low = bound if bound is not None else {"workers": 1, "active_deadline_seconds": 1}.get(name, 0)
-        return f"{name} must be an integer >= {low} (got {got!r})"
+        return f"{name} must be an integer >= {low} (got {shown})"
     if kind in ("dict_type", "mapping_type"):
         return f"{name} must be a mapping (got {type(got).__name__})"
     if kind == "literal_error":
-        return f"{name} must be one of {(err.get('ctx') or {}).get('expected', '')} (got {got!r})"
+        return f"{name} must be one of {(err.get('ctx') or {}).get('expected', '')} (got {shown})"
     if name in ("pip_packages", "extra_args") and len(loc) == 1:
-        return f"{name} must be a list of strings (got {got!r})"
+        return f"{name} must be a list of strings (got {shown})"
     if name in _OPTION_WORDS:
-        return f"{name} {_OPTION_WORDS[name]} (got {got!r})"
-    return f"{name}: {err.get('msg', 'is invalid')}"
+        return f"{name} {_OPTION_WORDS[name]} (got {shown})"
+    return f"{name}: {redact_text(str(err.get('msg', 'is invalid')))}"
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -252,14 +301,16 @@ def cluster_name_and_class(cluster: Any, storage_class: str | None = None) -> tu
     else:
         name = cluster
     if not isinstance(name, str) or not name:
-        raise CacheObjectsError(f"cluster must be a cluster name or a fleet cluster with a name (got {cluster!r})")
+        raise CacheObjectsError(
+            f"cluster must be a cluster name or a fleet cluster with a name (got {describe(cluster)})"
+        )
     try:
         check_dns_label(name)
     except ValueError as exc:
         raise CacheObjectsError(f"cluster {exc}") from None
     if storage_class is not None and (not isinstance(storage_class, str) or not storage_class):
         raise CacheObjectsError(
-            f"the storage class of cluster {name!r} must be a non-empty string (got {storage_class!r})"
+            f"the storage class of cluster {name!r} must be a non-empty string (got {describe(storage_class)})"
         )
     return name, storage_class
 
@@ -758,17 +809,21 @@ def summarize_status(
     entries: dict[tuple[str, str], dict[str, str]] = {}
     for i, item in enumerate(statuses):
         if not isinstance(item, Mapping) or not item.get("cache") or not item.get("cluster"):
-            raise CacheObjectsError(f"statuses[{i}] must be a mapping with cache, cluster and status (got {item!r})")
+            raise CacheObjectsError(
+                f"statuses[{i}] must be a mapping with cache, cluster and status (got {describe(item)})"
+            )
         status = item.get("status")
         if status not in STATUSES:
-            raise CacheObjectsError(f"statuses[{i}].status must be one of {', '.join(STATUSES)} (got {status!r})")
+            raise CacheObjectsError(
+                f"statuses[{i}].status must be one of {', '.join(STATUSES)} (got {describe(status)})"
+            )
         key = (str(item["cache"]), str(item["cluster"]))
         entries[key] = {"cache": key[0], "cluster": key[1], "status": status, "message": str(item.get("message") or "")}
     if caches is not None:
         wanted_hosts = set(hosts) if hosts is not None else None
         for ci, cache in enumerate(caches):
             if not isinstance(cache, Mapping) or not isinstance(cache.get("name"), str) or not cache["name"]:
-                raise CacheObjectsError(f"caches[{ci}] must be a fleet_info cache with a name (got {cache!r:.120})")
+                raise CacheObjectsError(f"caches[{ci}] must be a fleet_info cache with a name (got {describe(cache)})")
             candidates = cache.get("candidate_clusters", [])
             if isinstance(candidates, (str, Mapping)) or not isinstance(candidates, Iterable):
                 raise CacheObjectsError(f"caches[{ci}].candidate_clusters must be a list of cluster names")

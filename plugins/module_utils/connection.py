@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.redact import describe
 
 
 class UnpinnedClusterError(GpufleetError):
@@ -27,9 +28,10 @@ def _set(value: Any) -> bool:
 
 def kube_connection(cluster: str, kubeconfig: Any = None, context: Any = None) -> dict[str, Any]:
     """``{kubeconfig?, context?}`` for kubernetes.core modules; a string kubeconfig path is ``~``-expanded and a
-    mapping (an inline kubeconfig) passes through. Raises :class:`UnpinnedClusterError` when neither is set."""
+    mapping (an inline kubeconfig) passes through. Raises :class:`UnpinnedClusterError` when neither is set. Errors
+    show what kind of value was given (redact.describe), never a kubeconfig's content."""
     if not isinstance(cluster, str) or not cluster:
-        raise GpufleetError(f"cluster must be the inventory host name (got {cluster!r})")
+        raise GpufleetError(f"cluster must be the inventory host name (got {describe(cluster)})")
     out: dict[str, Any] = {}
     if _set(kubeconfig):
         if isinstance(kubeconfig, str):
@@ -39,11 +41,11 @@ def kube_connection(cluster: str, kubeconfig: Any = None, context: Any = None) -
         else:
             raise GpufleetError(
                 f"cluster {cluster}: gpufleet_kubeconfig must be a path or a kubeconfig mapping "
-                f"(got {type(kubeconfig).__name__})"
+                f"(got {describe(kubeconfig, secret=True)})"
             )
     if _set(context):
         if not isinstance(context, str):
-            raise GpufleetError(f"cluster {cluster}: gpufleet_context must be a string (got {type(context).__name__})")
+            raise GpufleetError(f"cluster {cluster}: gpufleet_context must be a string (got {describe(context)})")
         out["context"] = context
     if not out:
         raise UnpinnedClusterError(

@@ -98,6 +98,7 @@ GPU_TOLERATION: dict[str, str] = {"key": GPU_RESOURCE, "operator": "Exists", "ef
 # --------------------------------------------------------------------------------------------------------------------
 
 MAX_NAME = 63
+MAX_SUBDOMAIN = 253
 HASH_DIGITS = 5
 DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -126,24 +127,25 @@ def replica_name(deployment: str, cluster: str, index: int, digits: int = HASH_D
 
 
 def is_label_value(value: Any) -> bool:
-    return isinstance(value, str) and len(value) <= MAX_NAME and bool(LABEL_VALUE_RE.match(value))
+    return isinstance(value, str) and len(value) <= MAX_NAME and bool(LABEL_VALUE_RE.fullmatch(value))
 
 
 def is_dns_label(value: Any) -> bool:
-    return isinstance(value, str) and len(value) <= MAX_NAME and bool(DNS_LABEL_RE.match(value))
+    return isinstance(value, str) and len(value) <= MAX_NAME and bool(DNS_LABEL_RE.fullmatch(value))
 
 
 def is_dns_subdomain(value: Any) -> bool:
-    return isinstance(value, str) and len(value) <= 253 and bool(DNS_SUBDOMAIN_RE.match(value))
+    return isinstance(value, str) and len(value) <= MAX_SUBDOMAIN and bool(DNS_SUBDOMAIN_RE.fullmatch(value))
 
 
-def is_label_key(key: str) -> bool:
-    prefix, _sep, name = key.rpartition("/")
-    return (
-        not (prefix and not DNS_SUBDOMAIN_RE.match(prefix))
-        and len(name) <= MAX_NAME
-        and bool(LABEL_KEY_NAME_RE.match(name))
-    )
+def is_label_key(key: Any) -> bool:
+    """Kubernetes' qualified name (IsQualifiedName): a label key, node-selector key or toleration key."""
+    if not isinstance(key, str):
+        return False
+    prefix, sep, name = key.rpartition("/")
+    if sep and not (len(prefix) <= MAX_SUBDOMAIN and DNS_SUBDOMAIN_RE.fullmatch(prefix)):
+        return False  # "/name" (an empty prefix) is invalid too
+    return len(name) <= MAX_NAME and bool(LABEL_KEY_NAME_RE.fullmatch(name))
 
 
 def role_contract() -> dict[str, Any]:

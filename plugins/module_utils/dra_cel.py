@@ -2413,13 +2413,15 @@ def _q(fn: str, v: Any) -> Quantity:
 def _q_add(fn: str, a: Any, b: Any) -> Quantity:
     q = _q(fn, a)
     if type(b) is Quantity:
-        r = q.add(b) if fn == "add" else q.sub(b)
+        bq = b
     elif type(b) is int:
         bq = Quantity.from_int(b, DECIMAL_EXPONENT)
-        r = q.add(bq) if fn == "add" else q.sub(bq)
     else:
         raise _no_overload(fn, a, b)
-    return r
+    try:
+        return q.add(bq) if fn == "add" else q.sub(bq)
+    except QuantityError as e:  # operands too far apart in scale (quantity.py refuses to materialise them)
+        raise _CelError(str(e)) from None
 
 
 def _q_mul(a: Any, b: Any) -> Quantity:
@@ -2436,7 +2438,10 @@ def _q_div(a: Any, b: Any, *r: Any) -> Quantity:
     places = r[0] if r else 4
     if not 0 <= places <= 10:
         raise _CelError(f"the valid range for roundVal is 0 to 10 but {places} was passed")
-    return q.div(b, places)
+    try:
+        return q.div(b, places)
+    except QuantityError as e:
+        raise _CelError(str(e)) from None
 
 
 def _q_div_int(a: Any, b: Any) -> Quantity:
@@ -2444,7 +2449,10 @@ def _q_div_int(a: Any, b: Any) -> Quantity:
     _int_args("divInt", b)
     if b == 0:
         raise _CelError("division by zero error")
-    return q.div_int(b)
+    try:
+        return q.div_int(b)
+    except QuantityError as e:
+        raise _CelError(str(e)) from None
 
 
 def _as_integer(v: Any) -> int:
@@ -3960,13 +3968,23 @@ class CompiledSelector:
 
     def evaluate(self, device: Mapping[str, Any] | None = None) -> Any:
         """Evaluate and return the raw CEL value (``bool``, ``int``, :class:`Quantity`, ...)."""
-        variables = {"device": device_to_cel(device or {})}
-        act = _Act(variables)
+        return self._run(_Act({"device": device_to_cel(device or {})}))
+
+    def evaluate_with_cost(self, device: Mapping[str, Any] | None = None) -> tuple[Any, int]:
+        """The raw CEL value and the runtime cost of this evaluation (0 unless ``cost_tracked``)."""
+        act = _Act({"device": device_to_cel(device or {})})
+        return self._run(act), act.cost
+
+    def _run(self, act: _Act) -> Any:
+        """One evaluation; every failure of the selector is a :class:`SelectorEvalError` (Kubernetes: a CEL runtime
+        error, so the device does not match and the claim's allocation fails with that error)."""
         try:
             return self._fn(act)
         except _CelError as e:
             raise SelectorEvalError(str(e)) from None
-        except GpufleetError:
+        except (QuantityError, SemverError) as e:  # a value error of the quantity/semver library: a runtime error
+            raise SelectorEvalError(str(e)) from None
+        except GpufleetError:  # the environment (google-re2 missing), not the selector
             raise
         except RecursionError:
             raise SelectorEvalError("evaluation recursion limit exceeded") from None
@@ -3974,14 +3992,6 @@ class CompiledSelector:
             raise SelectorEvalError("evaluation failed: out of memory") from None
         except Exception as e:  # the contract: every evaluation failure is a SelectorEvalError
             raise SelectorEvalError(f"evaluation failed: {type(e).__name__}: {e}") from None
-
-    def evaluate_with_cost(self, device: Mapping[str, Any] | None = None) -> tuple[Any, int]:
-        """The raw CEL value and the runtime cost of this evaluation (0 unless ``cost_tracked``)."""
-        act = _Act({"device": device_to_cel(device or {})})
-        try:
-            return self._fn(act), act.cost
-        except _CelError as e:
-            raise SelectorEvalError(str(e)) from None
 
     def matches(self, device: Mapping[str, Any]) -> bool:
         """True if ``device`` is selected; raises :class:`SelectorEvalError` on any CEL error.

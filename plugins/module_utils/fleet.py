@@ -19,9 +19,13 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     ModelCache,
     ModelDeployment,
     NodePool,
+    Toleration,
+    annotation_errors,
     check_dns_label,
     format_loc,
+    label_errors,
     require_pydantic,
+    shown_input,
     translate_errors,
 )
 
@@ -59,6 +63,9 @@ class Fleet:
     caches: list[ModelCache]
     targets: dict[str, list[str]] = field(default_factory=dict)
     cache_targets: dict[str, list[str]] = field(default_factory=dict)
+    #: Clusters a deployment's host pattern matches that do not host the cache it mounts (so are not candidates):
+    #: ``{deployment: {cluster: reason}}``. Placement's explain names them.
+    cache_exclusions: dict[str, dict[str, str]] = field(default_factory=dict)
 
     # -- normalised, JSON-able views ---------------------------------------------------------------------------------
 
@@ -88,12 +95,15 @@ class Fleet:
             item = cache.model_dump(by_alias=True, exclude_none=True)
             item["candidate_clusters"] = self.cache_targets.get(cache.name, [])
             caches.append(item)
-        return {
+        out: dict[str, Any] = {
             "clusters": clusters,
             "classes": self.classes_dict(),
             "deployments": deployments,
             "caches": caches,
         }
+        if self.cache_exclusions:
+            out["cache_exclusions"] = self.cache_exclusions
+        return out
 
     def summary(self) -> list[str]:
         """A human table: clusters with pools and nodes, then deployments with their candidates."""
@@ -175,10 +185,19 @@ def cluster_data(name: str, hostvars: Mapping[str, Any], groups: Iterable[str] =
     return data
 
 
+def _cluster_reason(err: Mapping[str, Any]) -> str | None:
+    if tuple(err.get("loc", ())) == ("kubeconfig",) and err.get("type") == "string_type":
+        return (
+            f"must be the path of a kubeconfig file (got {shown_input(err)}); an inline kubeconfig is not accepted: "
+            "write it to a file (from a vaulted variable, say) and give its path"
+        )
+    return None
+
+
 def _cluster_errors(name: str, exc: ValidationError) -> list[tuple[str, str]]:
     """Name a cluster's errors by the inventory variable the user wrote (``hostvars['x'].gpufleet_node_pools[0]...``)."""
     renamed = {**CLUSTER_VARS, "name": "inventory_hostname"}
-    return translate_errors(f"hostvars[{name!r}]", exc, rename_first=renamed)
+    return translate_errors(f"hostvars[{name!r}]", exc, rename_first=renamed, reason=_cluster_reason)
 
 
 def validate_fleet(
@@ -306,9 +325,38 @@ def validate_fleet(
                 continue
             target[item.name] = names
     errors.extend(_claim_name_errors(parsed_caches, fleet.cache_targets))
+    errors.extend(_follow_caches(fleet))
     if errors:
         raise FleetValidationError(errors)
     return fleet
+
+
+def _follow_caches(fleet: Fleet) -> list[tuple[str, str]]:
+    """A replica is placed only where the cache it mounts is staged: a deployment's candidates are the clusters its
+    pattern matches that also host its cache (the others are recorded in ``cache_exclusions``, for explain). None
+    left is an error: its pods would wait forever for a PersistentVolumeClaim that is not there."""
+    errors = []
+    for i, dep in enumerate(fleet.deployments):
+        if dep.cache is None or dep.name not in fleet.targets or dep.cache not in fleet.cache_targets:
+            continue
+        hosts = set(fleet.cache_targets[dep.cache])
+        wanted = fleet.targets[dep.name]
+        excluded = {
+            c: f"does not host cache {dep.cache}, which the deployment mounts" for c in wanted if c not in hosts
+        }
+        if not excluded:
+            continue
+        fleet.targets[dep.name] = [c for c in wanted if c in hosts]
+        fleet.cache_exclusions[dep.name] = excluded
+        if not fleet.targets[dep.name]:
+            errors.append(
+                (
+                    f"{DEPLOYMENTS_VAR}[{i}].cache",
+                    f"mounts cache {dep.cache!r}, which none of its clusters ({', '.join(wanted)}) hosts (the cache's "
+                    f"clusters: {', '.join(sorted(hosts))}); widen the cache's clusters or narrow the deployment's",
+                )
+            )
+    return errors
 
 
 def _claim_name_errors(caches: Sequence[ModelCache], targets: Mapping[str, list[str]]) -> list[tuple[str, str]]:
@@ -372,6 +420,7 @@ def deployment_reference_errors(
                 for ci, c in enumerate(containers):
                     if not isinstance(c, Mapping) or not c.get("name") or not c.get("image"):
                         errors.append((f"{path}.spec.containers[{ci}]", "needs a name and an image"))
+            errors.extend(pod_template_errors(tmpl, path))
     if check_selectors:
         from ansible_collections.gpufleet.serving.plugins.module_utils.dra_cel import compile_selector
 
@@ -380,6 +429,32 @@ def deployment_reference_errors(
                 compile_selector(cel)
             except ValueError as exc:
                 errors.append((f"{prefix}.{path}", f"invalid CEL selector: {exc}"))
+    return errors
+
+
+def pod_template_errors(template: Mapping[str, Any], path: str) -> list[tuple[str, str]]:
+    """What the API server would reject in the parts of a member's pod template the collection passes through and
+    merges into (labels, annotations, ``nodeSelector``, ``tolerations``), as ``(path, reason)``."""
+    errors: list[tuple[str, str]] = []
+    meta = template.get("metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        errors.append((f"{path}.metadata", f"must be a mapping (got {type(meta).__name__})"))
+    elif meta is not None:
+        if meta.get("labels") is not None:
+            errors.extend(label_errors(meta["labels"], f"{path}.metadata.labels"))
+        if meta.get("annotations") is not None:
+            errors.extend(annotation_errors(meta["annotations"], f"{path}.metadata.annotations"))
+    spec = template.get("spec")
+    if not isinstance(spec, Mapping):
+        return errors
+    if spec.get("nodeSelector") is not None:
+        errors.extend(label_errors(spec["nodeSelector"], f"{path}.spec.nodeSelector", "node label"))
+    tolerations = spec.get("tolerations")
+    if tolerations is not None and not isinstance(tolerations, list):
+        errors.append((f"{path}.spec.tolerations", f"must be a list (got {type(tolerations).__name__})"))
+    elif tolerations is not None:
+        for ti, toleration in enumerate(tolerations):
+            _validate(Toleration, toleration, f"{path}.spec.tolerations[{ti}]", errors)
     return errors
 
 

@@ -18,7 +18,10 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     ANNOTATION_PLACEMENT,
     CORDON_TAINT,
     DRAIN_TAINT,
+    LABEL_CLUSTER,
+    LABEL_DEPLOYMENT,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelDeployment, parse, require_pydantic
 from ansible_collections.gpufleet.serving.plugins.module_utils.placement import (
     plan,
@@ -29,28 +32,113 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.records import Re
 
 PLACEMENT_ANNOTATION = ANNOTATION_PLACEMENT  # kept for importers; the contract module owns it
 READY = "Ready"
+CODE_CACHE_NOT_HOSTED = "CacheNotHosted"
 DEGRADED = "Degraded"
 
 
-def observed_records(objects: Iterable[Mapping[str, Any]]) -> list[ReplicaRecord]:
-    """Replica records read back from rendered/applied objects' ``gpufleet.io/placement`` annotations.
+@dataclass(frozen=True)
+class SkippedObject:
+    """An owned object whose ``gpufleet.io/placement`` annotation could not be read: placement skipped it (its replica
+    is not counted as existing), so its deployment is *held*: nothing of it is pruned while the object is unreadable
+    (an object that names no deployment is itself kept)."""
 
-    Identity is ``(deployment, cluster, index)``; duplicates (the same replica seen twice) keep the first record.
+    cluster: str
+    kind: str
+    namespace: str
+    name: str
+    deployment: str | None
+    reason: str
+    api_version: str = "v1"
+    #: The file it was read from (render mode), relative to the render directory.
+    path: str | None = None
+
+    def line(self) -> str:
+        held = (
+            f"nothing of deployment {self.deployment} is pruned this run"
+            if self.deployment
+            else "it names no deployment, so it is kept"
+        )
+        return f"{self.reason} (skipped; {held})"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "cluster": self.cluster,
+            "kind": self.kind,
+            "api_version": self.api_version,
+            "namespace": self.namespace,
+            "name": self.name,
+            "deployment": self.deployment,
+            "reason": self.reason,
+        }
+        if self.path is not None:
+            out["path"] = self.path
+        return out
+
+
+@dataclass
+class Observation:
+    """What the observed objects say: the replica records read back, and the objects skipped because their placement
+    annotation could not be read."""
+
+    records: list[ReplicaRecord] = field(default_factory=list)
+    skipped: list[SkippedObject] = field(default_factory=list)
+
+    def replicas(self) -> list[dict[str, Any]]:
+        """The records in the dict shape (``device_requests`` absent: the annotation does not hold them)."""
+        return [r.to_compact() for r in self.records]
+
+    def held(self) -> list[str]:
+        """Deployments with an unreadable object: none of their objects may be pruned this run."""
+        return sorted({s.deployment for s in self.skipped if s.deployment})
+
+
+def observe(objects: Iterable[tuple[str, Mapping[str, Any], str | None]]) -> Observation:
+    """Replica records read back from rendered/applied objects' ``gpufleet.io/placement`` annotations, each object
+    given with the cluster it was read from and, from a render directory, its file: ``(cluster, object, path)``.
+
+    Each object is read on its own: one whose annotation cannot be read is skipped and reported (cluster, namespace,
+    name and why) instead of stopping every deployment of the fleet. Identity is ``(deployment, cluster, index)``;
+    duplicates (the same replica seen twice) keep the first record.
     """
     seen: dict[tuple[str, str, int], ReplicaRecord] = {}
-    for obj in objects:
+    skipped: list[SkippedObject] = []
+    for cluster, obj, path in objects:
         meta = obj.get("metadata") or {}
         raw = (meta.get("annotations") or {}).get(ANNOTATION_PLACEMENT)
         if not raw:
             continue
-        record = ReplicaRecord.from_annotation(raw, f"object {meta.get('name', '?')!r}")
+        kind, name = str(obj.get("kind") or "object"), str(meta.get("name"))
+        namespace = str(meta.get("namespace") or "")
+        try:
+            record = ReplicaRecord.from_annotation(str(raw), f"{kind} {cluster}/{namespace}/{name}")
+        except GpufleetError as exc:
+            label = (meta.get("labels") or {}).get(LABEL_DEPLOYMENT)
+            skipped.append(
+                SkippedObject(
+                    cluster=cluster,
+                    kind=kind,
+                    namespace=namespace,
+                    name=name,
+                    deployment=str(label) if label else None,
+                    reason=str(exc),
+                    api_version=str(obj.get("apiVersion") or "v1"),
+                    path=path,
+                )
+            )
+            continue
         seen.setdefault((record.deployment, record.cluster, record.index), record)
-    return [seen[k] for k in sorted(seen)]
+    return Observation([seen[k] for k in sorted(seen)], skipped)
 
 
 def observed_replicas(objects: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """:func:`observed_records` in the dict shape (``device_requests`` absent: the annotation does not hold them)."""
-    return [r.to_compact() for r in observed_records(objects)]
+    """The replicas of ``objects`` (each read from the cluster its ``gpufleet.io/cluster`` label names), strictly: an
+    unreadable annotation is a :class:`GpufleetError` naming the object. Deploys use :func:`observe`, which skips it."""
+    seen = observe(
+        (str(((o.get("metadata") or {}).get("labels") or {}).get(LABEL_CLUSTER) or "?"), o, None) for o in objects
+    )
+    if seen.skipped:
+        raise GpufleetError(seen.skipped[0].reason)
+    return seen.replicas()
 
 
 @dataclass
@@ -79,10 +167,15 @@ class FleetPlacement:
     def shortfalls(self) -> list[str]:
         return [name for name, r in self.results.items() if r["scheduled"] < r["desired"]]
 
+    def degraded(self) -> list[str]:
+        """The shortfalls, and the deployments with replicas on an overcommitted pool (placed, but not all can run)."""
+        return [name for name, r in self.results.items() if r["scheduled"] < r["desired"] or r.get("overcommitted")]
+
     def statuses(self) -> dict[str, str]:
-        """``Ready`` when a deployment got every replica it asked for, ``Degraded`` when it is short of some (the run
-        may still succeed: see ``gpufleet_fail_on_unschedulable``)."""
-        short = set(self.shortfalls())
+        """``Ready`` when a deployment got every replica it asked for on pools that hold them, ``Degraded`` when it
+        is short of some or a pool of its is overcommitted (the run may still succeed: see
+        ``gpufleet_fail_on_unschedulable``)."""
+        short = set(self.degraded())
         return {name: DEGRADED if name in short else READY for name in self.results}
 
     def table(self) -> list[str]:
@@ -116,7 +209,7 @@ class FleetPlacement:
     def explain(self) -> list[str]:
         """One line per reason a replica could not be placed, for every deployment short of its replicas."""
         lines = []
-        for name in self.shortfalls():
+        for name in self.degraded():
             res = self.results[name]
             lines.append(f"{name}: {res['scheduled']}/{res['desired']} scheduled - {res['condition']['message']}")
             lines.extend(f"  {line}" for line in explain_lines(res.get("unschedulable"), self.capacity_notes))
@@ -183,12 +276,14 @@ def place_fleet(
     cordoned: Iterable[str] = (),
     observed_nodes: Mapping[str, Mapping[str, int]] | None = None,
     capacity_notes: Mapping[str, Mapping[str, list[str]]] | None = None,
+    force_drain: bool = False,
 ) -> FleetPlacement:
     """Place every deployment of a normalised fleet (``fleet_info``'s ``fleet``), in order, sharing capacity.
 
     Classes, clusters and observed records are validated once for the whole fleet, each deployment once. With
     ``observed_nodes`` pools count what was observed usable; ``capacity_notes`` (``{cluster: {pool: [cause]}}``)
-    name the observed causes in the explain lines.
+    name the observed causes in the explain lines. A drain moves only the replicas whose replacement can be placed
+    unless ``force_drain`` (see :func:`placement.plan`).
     """
     require_pydantic()
     by_name = fleet_clusters(
@@ -206,9 +301,13 @@ def place_fleet(
         spec = {k: v for k, v in dep_data.items() if k != "candidate_clusters"}
         dep: ModelDeployment = parse(ModelDeployment, spec, "deployment")
         candidates = [models[name] for name in dep_data.get("candidate_clusters", []) if name in models]
-        result = plan(dep, classes, candidates, current)
+        result = plan(dep, classes, candidates, current, force_drain=force_drain)
         current = [r for r in current if r.deployment != dep.name] + list(result.replicas)
         outcome.results[dep.name] = result.to_dict()
+        for cluster, why in (fleet.get("cache_exclusions") or {}).get(dep.name, {}).items():
+            outcome.results[dep.name]["unschedulable"].setdefault(
+                cluster, {"code": CODE_CACHE_NOT_HOSTED, "reason": why, "pools": {}}
+            )
     outcome.replicas = [r.to_dict() for r in current]
     return outcome
 

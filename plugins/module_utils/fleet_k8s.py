@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.lazy_kubernetes import defer_generated_classes
+from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import Quantity, QuantityError, parse_quantity
 from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import pending_workloads, wait_ready
 
 # Imported when this file is: the action plugins import it at the top, and Ansible imports action plugins in the
@@ -92,26 +94,194 @@ def stamped(obj: Mapping[str, Any]) -> Obj:
     return {**obj, "metadata": meta}
 
 
+#: Maps whose every value is a Kubernetes quantity (container and pod ``resources``, a PVC's ``resources``, DRA
+#: ``capacity``: ``requests`` / ``limits``; a RuntimeClass' ``overhead`` is ``podFixed``, left out: not rendered).
+QUANTITY_MAPS = frozenset({"requests", "limits"})
+#: Fields whose value is a quantity (an ``emptyDir``'s ``sizeLimit``).
+QUANTITY_FIELDS = frozenset({"sizeLimit"})
+#: What structured-merge-diff never records in a manager's field set: the object's identity (matched by key instead).
+_UNTRACKED_TOP = frozenset({"apiVersion", "kind"})
+_UNTRACKED_META = frozenset({"name", "namespace"})
+
+
+def _as_quantity(value: Any) -> Quantity | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    try:
+        return parse_quantity(value if isinstance(value, str) else str(value))
+    except QuantityError:
+        return None
+
+
+def same_value(live: Any, want: Any, quantity: bool = False) -> bool:
+    """``live`` holds the scalar ``want``: equal and of the same type, or, where the value is a ``quantity`` (or
+    ``want`` is a number the API server stored as a string), the same Kubernetes quantity (``2`` is ``"2"``, ``"0.5"``
+    is ``"500m"``, ``"1024Mi"`` is ``"1Gi"``)."""
+    if type(live) is type(want) and live == want:
+        return True
+    if isinstance(live, bool) or isinstance(want, bool):
+        return False
+    if quantity or (isinstance(want, (int, float)) and isinstance(live, str)):
+        a, b = _as_quantity(live), _as_quantity(want)
+        return a is not None and b is not None and a == b
+    return False
+
+
+def _list_keys(owned: Mapping[str, Any] | None) -> tuple[list[tuple[dict[str, Any], Any]], list[Any]]:
+    """The items a manager owns in a list, from its field set: ``k:{...}`` (a list Kubernetes merges by key: each key
+    and the item's own field set) and ``v:...`` (a set: the values)."""
+    keyed: list[tuple[dict[str, Any], Any]] = []
+    values: list[Any] = []
+    for name, sub in (owned or {}).items():
+        if name.startswith("k:"):
+            key = json.loads(name[2:])
+            if isinstance(key, dict):
+                keyed.append((key, sub))
+        elif name.startswith("v:"):
+            values.append(json.loads(name[2:]))
+    return keyed, values
+
+
+def _key_matches(item: Mapping[str, Any], key: Mapping[str, Any], partial: bool) -> bool:
+    """``item`` has ``key``'s fields (with ``partial``, those it sets; the others are defaulted, as a port's
+    ``protocol``)."""
+    return all((partial and k not in item) or (k in item and same_value(item[k], v)) for k, v in key.items())
+
+
+def _owned_entry(item: Any, keyed: list[tuple[dict[str, Any], Any]]) -> tuple[dict[str, Any], Any] | None:
+    """The owned ``k:`` entry of one of our list items: its key exactly, or else the only one it matches when a key
+    field is left to its default; None when there is none (or no single one)."""
+    if not isinstance(item, dict):
+        return None
+    for partial in (False, True):
+        found = [entry for entry in keyed if _key_matches(item, entry[0], partial)]
+        if len(found) == 1:
+            return found[0]
+        if found:
+            return None
+    return None
+
+
+def _holds(live: Any, want: Any, owned: Mapping[str, Any] | None, quantity: bool = False, key: str = "") -> bool:
+    """``live`` holds every value of ``want`` and, when ``owned`` (a manager's field set at this point, managedFields'
+    ``fieldsV1``) is given, the manager still owns every field of ``want``; ``key`` is the field ``want`` is the value
+    of. See :func:`holds`."""
+    if isinstance(want, dict):
+        if not isinstance(live, dict):
+            return False
+        for k, v in want.items():
+            if owned is not None and (v is None or (isinstance(v, (dict, list)) and not v)):
+                # Null, or an empty map or list: nothing in it to own, and the API server may drop it (omitempty).
+                if not _holds_empty(live.get(k), v, owned.get(f"f:{k}")):
+                    return False
+                continue
+            if k not in live:
+                return False
+            sub = None
+            if owned is not None:
+                sub = owned.get(f"f:{k}")
+                if sub is None:
+                    return False
+                if not sub:
+                    sub = None  # an atomic map or list (a label selector, tolerations): owned as a whole, by value
+            if not _holds(live[k], v, sub, key in QUANTITY_MAPS or k in QUANTITY_FIELDS, k):
+                return False
+        return True
+    if isinstance(want, list):
+        if not isinstance(live, list):
+            return False
+        keyed, values = _list_keys(owned)
+        if keyed:
+            # Merged by key: each of our items, found by its key, still ours and holding our values; items of other
+            # managers are not ours to judge.
+            for item in want:
+                entry = _owned_entry(item, keyed)
+                if entry is None:
+                    return False
+                match = [x for x in live if isinstance(x, dict) and _key_matches(x, entry[0], partial=False)]
+                if len(match) != 1 or not _holds(match[0], item, entry[1]):
+                    return False
+            return True
+        if values:  # a set: each of our values is still a member
+            return all(any(same_value(x, w) for x in values) and any(same_value(x, w) for x in live) for w in want)
+        # Atomic (owned as a whole, or no field set below this point): the same items in the same order.
+        return len(live) == len(want) and all(_holds(a, b, None) for a, b in zip(live, want, strict=True))
+    return same_value(live, want, quantity)
+
+
+def _holds_empty(live: Any, want: Any, owned: Any) -> bool:
+    """An empty (or null) value of ours, as stored: absent or null (dropped), the same kind of value, and an atomic
+    list we own still empty (another manager's items in a list merged by key are theirs)."""
+    if live is None:
+        return True
+    if want is None or type(live) is not type(want):
+        return False
+    return not (isinstance(live, list) and live and owned is not None and not any(_list_keys(owned)))
+
+
 def contains(live: Any, want: Any) -> bool:
     """Every field of ``want`` has the same value in ``live`` (extra fields in ``live`` are defaults or other managers'
-    fields). Lists must have the same length and contain item by item; scalars must be equal and of the same type."""
-    if isinstance(want, dict):
-        return isinstance(live, dict) and all(k in live and contains(live[k], v) for k, v in want.items())
-    if isinstance(want, list):
-        return isinstance(live, list) and len(live) == len(want) and all(map(contains, live, want))
-    return type(live) is type(want) and live == want
+    fields). Lists must have the same length and contain item by item; scalars must be equal and of the same type,
+    or the same quantity where the value is one (:func:`same_value`)."""
+    return _holds(live, want, None)
 
 
-def is_current(live: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
-    """True when applying ``desired`` (a :func:`stamped` object) would change nothing: ``live`` carries the digest of
-    the same rendered object (so the set of fields the last apply owned is the same) and still holds every value it
-    sets (nobody changed one since). Conservative: a quantity the API server normalised (``1000m`` -> ``1``) only
-    costs a needless apply."""
+def applied_fields(live: Mapping[str, Any], field_manager: str) -> dict[str, Any] | None:
+    """The field set (``fieldsV1``) ``field_manager`` owns in ``live`` through server-side apply, from the object's
+    ``metadata.managedFields`` (the main resource's entry; a status subresource's is not ours); None when it owns
+    nothing there."""
+    entries = [
+        e
+        for e in (live.get("metadata") or {}).get("managedFields") or []
+        if e.get("manager") == field_manager and e.get("operation") == "Apply" and not e.get("subresource")
+    ]
+    if not entries:
+        return None
+    merged: dict[str, Any] = {}
+    for entry in entries:
+        _merge_fields(merged, entry.get("fieldsV1") or {})
+    return merged
+
+
+def _merge_fields(into: dict[str, Any], more: Mapping[str, Any]) -> None:
+    for k, v in more.items():
+        if isinstance(v, Mapping):
+            _merge_fields(into.setdefault(k, {}), v)
+
+
+def holds(live: Mapping[str, Any], want: Mapping[str, Any], owned: Mapping[str, Any]) -> bool:
+    """``live`` still holds every value of ``want`` and the field set ``owned`` (:func:`applied_fields`) still has
+    every field ``want`` sets: nobody changed or took one of them.
+
+    Judged on the fields we manage, as server-side apply merges: a list Kubernetes merges by key (its field set names
+    the items by ``k:{...}``: containers by name, env by name, ports by containerPort and protocol, volumes by name,
+    volumeMounts by mountPath, ...) must hold each of our items, found by key, and items of other managers (``kubectl
+    set env``, a mutating webhook) are ignored; an atomic list (args, command, tolerations, ...) must be the same. A
+    field another manager changed is no longer in our set (an update that changes a field takes it from its
+    appliers), so it is not current even where the value reads the same. Quantities compare as quantities."""
+    body = {k: v for k, v in want.items() if k not in _UNTRACKED_TOP and k != "metadata"}
+    meta = {k: v for k, v in (want.get("metadata") or {}).items() if k not in _UNTRACKED_META}
+    if meta:
+        body["metadata"] = meta
+    return _holds(live, body, owned)
+
+
+def is_current(live: Mapping[str, Any] | None, desired: Mapping[str, Any], field_manager: str) -> bool:
+    """True when applying ``desired`` (a :func:`stamped` object) as ``field_manager`` would change nothing: ``live``
+    carries the digest of the same rendered object (so the set of fields the last apply sent is the same), the
+    manager still owns every field it sets (``metadata.managedFields``: a field somebody else changed or removed
+    since is not), and ``live`` still holds every value (:func:`holds`). Fields and list items that other managers
+    added are not ours to judge: they make no apply."""
     if live is None:
         return False
     want = ((desired.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_APPLIED_DIGEST)
     got = ((live.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_APPLIED_DIGEST)
-    return want is not None and want == got and contains(live, desired)
+    if want is None or want != got:
+        return False
+    owned = applied_fields(live, field_manager)
+    return owned is not None and holds(live, desired, owned)
 
 
 def deployment_of(obj: Mapping[str, Any]) -> str | None:
@@ -130,13 +300,31 @@ def held_deployments(
 
 
 def prune_candidates(
-    existing: Iterable[Mapping[str, Any]], desired: Iterable[Mapping[str, Any]], held: Iterable[str]
+    existing: Iterable[Mapping[str, Any]],
+    desired: Iterable[Mapping[str, Any]],
+    held: Iterable[str],
+    keep: Iterable[Key] = (),
 ) -> list[Mapping[str, Any]]:
     """Owned objects ``existing`` on a cluster that are no longer rendered for it, minus those of ``held``
-    deployments, in the order listed (the prune order of the kinds)."""
-    keep = {key_of(o) for o in desired}
+    deployments and those ``keep`` names, in the order listed (the prune order of the kinds)."""
+    kept = {key_of(o) for o in desired} | set(keep)
     held_set = set(held)
-    return [o for o in existing if key_of(o) not in keep and deployment_of(o) not in held_set]
+    return [o for o in existing if key_of(o) not in kept and deployment_of(o) not in held_set]
+
+
+def skipped_holds(skipped: Iterable[Mapping[str, Any]]) -> tuple[list[str], dict[str, list[Key]]]:
+    """What the objects placement skipped (``fleet_placement``'s ``skipped``: their placement annotation could not be
+    read, so their replicas were not counted) hold back from pruning: their deployments everywhere, and, for an
+    object that names no deployment, the object itself on its cluster."""
+    held: set[str] = set()
+    keep: dict[str, list[Key]] = {}
+    for s in skipped:
+        if s.get("deployment"):
+            held.add(str(s["deployment"]))
+        else:
+            key = (str(s.get("api_version") or "v1"), str(s["kind"]), str(s.get("namespace") or ""), str(s["name"]))
+            keep.setdefault(str(s["cluster"]), []).append(key)
+    return sorted(held), keep
 
 
 def recorded_placement(
@@ -243,10 +431,19 @@ class ClusterAPI:
                 self._group_versions[api_version] = []
         return self._group_versions[api_version]
 
-    def list(self, api_version: str, kind: str, selector: Iterable[str] = (), metadata_only: bool = False) -> list[Obj]:
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        selector: Iterable[str] = (),
+        metadata_only: bool = False,
+        managed_by: str | None = None,
+    ) -> list[Obj]:
         """Every object of a kind in every namespace matching the label ``selector`` (``["k=v", ...]``); a kind the
         cluster does not serve has none. With ``metadata_only``, the API server sends each object's metadata only
-        (``PartialObjectMetadataList``), returned as ``{apiVersion, kind, metadata}`` of the listed kind."""
+        (``PartialObjectMetadataList``), returned as ``{apiVersion, kind, metadata}`` of the listed kind.
+        ``metadata.managedFields`` is dropped, but for the server-side apply entries of field manager ``managed_by``
+        (what :func:`is_current` reads; the list carries them anyway, so keeping them costs no request)."""
         res = self.resource(api_version, kind)
         if res is None:
             return []
@@ -266,7 +463,12 @@ class ClusterAPI:
             )
             body = json.loads(resp.data)
             for item in body.get("items") or []:
-                (item.get("metadata") or {}).pop("managedFields", None)  # large, and of use to no reader here
+                meta = item.get("metadata") or {}
+                managed = meta.pop("managedFields", None)  # large; only our own apply entries are of use
+                if managed_by and managed:
+                    meta["managedFields"] = [
+                        e for e in managed if e.get("manager") == managed_by and e.get("operation") == "Apply"
+                    ]
                 if metadata_only:
                     item = {"apiVersion": api_version, "kind": kind, "metadata": item.get("metadata") or {}}
                 item.setdefault("apiVersion", api_version)
@@ -418,6 +620,10 @@ class ReconcileOptions:
     timeout: float = 900
     poll_interval: float = 2
     check_mode: bool = False
+    #: Deployments none of whose objects may be pruned this run (besides those held for readiness or a failure).
+    hold: list[str] = field(default_factory=list)
+    #: Per cluster, objects never to prune this run.
+    keep: dict[str, list[Key]] = field(default_factory=dict)
 
 
 @dataclass
@@ -448,7 +654,11 @@ class ClusterOutcome:
 
 
 def _apply_cluster(api: ClusterAPI, objects: list[Obj], opts: ReconcileOptions, out: ClusterOutcome) -> None:
-    out.existing = [obj for api_version, kind in opts.kinds for obj in api.list(api_version, kind, opts.owner_selector)]
+    out.existing = [
+        obj
+        for api_version, kind in opts.kinds
+        for obj in api.list(api_version, kind, opts.owner_selector, managed_by=opts.field_manager)
+    ]
     live = {key_of(o): o for o in out.existing}
     # An owned object listed in a namespace proves the namespace exists; the others are read and created if missing.
     have = {key[2] for key in live}
@@ -458,7 +668,7 @@ def _apply_cluster(api: ClusterAPI, objects: list[Obj], opts: ReconcileOptions, 
     for obj in objects:
         want = stamped(obj)
         key = key_of(want)
-        if is_current(live.get(key), want):
+        if is_current(live.get(key), want, opts.field_manager):
             out.unchanged += 1
             continue
         api.apply(want, opts.field_manager, dry_run=opts.check_mode)
@@ -516,10 +726,11 @@ def reconcile_fleet(
     # Clusters whose apply failed (not those that only timed out: their pending workloads hold their deployments).
     apply_failed = [n for n in outcomes if n not in applied_ok]
     held = held_deployments(desired, apply_failed, [p for o in outcomes.values() for p in o.pending])
+    held = sorted(set(held) | set(opts.hold))
 
     def prune(name: str) -> None:
         out = outcomes[name]
-        for obj in prune_candidates(out.existing, desired.get(name, []), held):
+        for obj in prune_candidates(out.existing, desired.get(name, []), held, opts.keep.get(name, ())):
             if not opts.check_mode:
                 apis[name].delete(obj)
             out.deleted.append(describe(key_of(obj)))

@@ -37,7 +37,7 @@ import socket
 import stat
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -507,8 +507,10 @@ class Transaction:
         owner: Mapping[str, str] | None = None,
         *,
         prune: bool = True,
+        keep: Callable[[str, Any], bool] | None = None,
     ) -> SyncResult:
-        """Make ``<root>/<cluster>`` hold ``objects``; prune files of ``owner``-labelled objects not among them."""
+        """Make ``<root>/<cluster>`` hold ``objects``; prune files of ``owner``-labelled objects not among them (but
+        those for which ``keep(relpath, object)`` is true)."""
         planned: dict[str, str] = {}
         for obj in objects:
             rel = object_relpath(cluster, obj)
@@ -525,23 +527,32 @@ class Transaction:
                 result.written.append(rel)
         if prune and owner:
             # Only files that are not being (re)written can be stale; only those are read.
-            for _cluster, rel, _obj in read_objects(self.root, [cluster], owner, skip=planned):
+            for _cluster, rel, obj in read_objects(self.root, [cluster], owner, skip=planned):
+                if keep is not None and keep(rel, obj):
+                    continue
                 self._remove.append(rel)
                 result.removed.append(rel)
         self._planned.update(planned)
         self._merge(result)
         return result
 
-    def prune_other_clusters(self, keep: Iterable[str], owner: Mapping[str, str]) -> list[str]:
+    def prune_other_clusters(
+        self, keep: Iterable[str], owner: Mapping[str, str], keep_file: Callable[[str, Any], bool] | None = None
+    ) -> list[str]:
         """Plan pruning the ``owner``-labelled files of every cluster directory not in ``keep`` (clusters that left
-        the inventory); other files there are kept. Returns those clusters' names."""
+        the inventory), but those for which ``keep_file(relpath, object)`` is true; other files there are kept.
+        Returns those clusters' names."""
         keep = set(keep)
         gone = []
         result = SyncResult()
         for cluster in cluster_dirs(self.root):
             if cluster in keep:
                 continue
-            files = [rel for _c, rel, _o in read_objects(self.root, [cluster], owner)]
+            files = [
+                rel
+                for _c, rel, obj in read_objects(self.root, [cluster], owner)
+                if keep_file is None or not keep_file(rel, obj)
+            ]
             if files:
                 gone.append(cluster)
                 self._remove.extend(files)

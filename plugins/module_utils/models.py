@@ -19,13 +19,22 @@ from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.redact import (
+    describe,
+    has_userinfo,
+    redact_text,
+    redact_url,
+    url_credentials,
+)
 
 try:
     from pydantic import (
+        AfterValidator,
         BaseModel,
         ConfigDict,
         Field,
         ValidationError,
+        ValidationInfo,
         field_validator,
         model_validator,
     )
@@ -42,8 +51,14 @@ except ImportError:  # pragma: no cover - exercised by ansible-test's import san
     class ValidationError(Exception):  # type: ignore[no-redef]
         pass
 
+    class ValidationInfo:  # type: ignore[no-redef]
+        data: dict[str, Any]
+
     def ConfigDict(**kwargs: Any) -> dict[str, Any]:  # type: ignore[no-redef]
         return kwargs
+
+    def AfterValidator(func: Any) -> Any:  # type: ignore[no-redef]
+        return None
 
     def Field(*args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]
         return None
@@ -78,7 +93,7 @@ TAINT_KEY_RE = re.compile(
 
 
 def check_dns_label(value: str) -> str:
-    if len(value) > 63 or not DNS_LABEL_RE.match(value):
+    if len(value) > 63 or not DNS_LABEL_RE.fullmatch(value):  # fullmatch: "$" would let "name\n" through
         raise ValueError(
             f"{value!r} must be a DNS label: at most 63 lowercase letters, digits and '-', starting and ending alphanumeric"
         )
@@ -86,9 +101,91 @@ def check_dns_label(value: str) -> str:
 
 
 def check_dns_subdomain(value: str) -> str:
-    if len(value) > 253 or not DNS_SUBDOMAIN_RE.match(value):
+    if len(value) > 253 or not DNS_SUBDOMAIN_RE.fullmatch(value):
         raise ValueError(f"{value!r} must be a DNS subdomain (lowercase, e.g. gpu.nvidia.com)")
     return value
+
+
+# Names and keys the API server validates in what we render (k8s.io/apimachinery/pkg/util/validation; the name rules
+# themselves are contract.py's). Messages read "must be ... (got 'x')".
+ANNOTATIONS_SIZE_MAX = 256 * 1024  # TotalAnnotationSizeLimitB: one object's annotation keys and values together
+_DNS_LABEL_RULE = "a DNS label: at most 63 lowercase letters, digits and '-', starting and ending alphanumeric"
+_DNS_SUBDOMAIN_RULE = "a DNS subdomain: at most 253 characters, DNS labels joined by '.'"
+_QUALIFIED_NAME_RULE = (
+    "an optional DNS subdomain prefix of at most 253 characters and '/', then a name of at most 63 letters, digits, "
+    "'-', '_' and '.', starting and ending alphanumeric"
+)
+_LABEL_VALUE_RULE = "empty, or at most 63 letters, digits, '-', '_' and '.', starting and ending alphanumeric"
+
+
+def check_k8s_name(value: str, what: str, *, subdomain: bool = False) -> str:
+    """``value`` names a Kubernetes object: a DNS label (namespaces, ...) or a DNS subdomain (most other objects)."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.contract import is_dns_label, is_dns_subdomain
+
+    if not (is_dns_subdomain(value) if subdomain else is_dns_label(value)):
+        raise ValueError(f"must be {what}, {_DNS_SUBDOMAIN_RULE if subdomain else _DNS_LABEL_RULE} (got {value!r})")
+    return value
+
+
+def check_label_key(value: Any, what: str = "a label key") -> str:
+    """A label key, node-selector key or toleration key: Kubernetes' qualified name (IsQualifiedName)."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.contract import is_label_key
+
+    if not isinstance(value, str) or not is_label_key(value):
+        raise ValueError(f"must be {what}, {_QUALIFIED_NAME_RULE} (got {value!r})")
+    return value
+
+
+def check_label_value(value: Any, what: str = "a label value") -> str:
+    from ansible_collections.gpufleet.serving.plugins.module_utils.contract import is_label_value
+
+    if not is_label_value(value):
+        raise ValueError(f"must be {what}: a string, {_LABEL_VALUE_RULE} (got {value!r})")
+    return value
+
+
+def check_annotation_key(value: Any) -> str:
+    """An annotation key: a qualified name once lower-cased (ValidateAnnotations lower-cases the key first)."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.contract import is_label_key
+
+    if not isinstance(value, str) or not is_label_key(value.lower()):
+        raise ValueError(f"must be an annotation key, {_QUALIFIED_NAME_RULE} (got {value!r})")
+    return value
+
+
+def label_errors(labels: Any, path: str, what: str = "label") -> list[tuple[str, str]]:
+    """``(path, reason)`` for a ``{key: value}`` map of labels or node-selector terms at ``path``."""
+    if not isinstance(labels, Mapping):
+        return [(path, f"must be a mapping of {what} keys to values (got {type(labels).__name__})")]
+    out: list[tuple[str, str]] = []
+    for key, value in labels.items():
+        try:
+            check_label_key(key, f"a {what} key")
+            check_label_value(value, f"a {what} value")
+        except ValueError as exc:
+            out.append((format_loc(path, (key,)), str(exc)))
+    return out
+
+
+def annotation_errors(annotations: Any, path: str) -> list[tuple[str, str]]:
+    """``(path, reason)`` for an object's annotations at ``path``: qualified-name keys, string values, 256 KiB in all."""
+    if not isinstance(annotations, Mapping):
+        return [(path, f"must be a mapping of annotation keys to values (got {type(annotations).__name__})")]
+    out: list[tuple[str, str]] = []
+    size = 0
+    for key, value in annotations.items():
+        try:
+            check_annotation_key(key)
+        except ValueError as exc:
+            out.append((format_loc(path, (key,)), str(exc)))
+            continue
+        if not isinstance(value, str):
+            out.append((format_loc(path, (key,)), f"must be a string (got {type(value).__name__}): quote it"))
+            continue
+        size += len(key.encode()) + len(value.encode())
+    if size > ANNOTATIONS_SIZE_MAX:
+        out.append((path, f"total {size} bytes of keys and values; Kubernetes allows at most {ANNOTATIONS_SIZE_MAX}"))
+    return out
 
 
 # Strict scalars: YAML 1.1 turns ``yes``/``on``/``true`` into booleans, and a boolean is an int subclass in Python, so a
@@ -111,43 +208,11 @@ DEVICE_SELECTORS_MAX = 32  # DeviceSelectorsMaxSize
 FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize
 SLICE_DEVICES_MAX = 128  # ResourceSliceMaxDevices: devices one driver publishes for a node in one slice
 
-# A query parameter whose name looks like it carries a credential (presigned S3/GCS/Azure URLs, API keys, tokens).
-_CREDENTIAL_PARAM_RE = re.compile(r"(sig|signature|token|credential|secret|passw|pwd|auth|key|session)", re.IGNORECASE)
-
-
-def redact_url(url: str) -> str:
-    """``url`` without ``user:password@`` and with every query value hidden: safe to print, render or annotate."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    netloc = parts.netloc.rsplit("@", 1)[-1]
-    query = "&".join(f"{item.split('=', 1)[0]}=<redacted>" for item in parts.query.split("&") if item)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def url_credentials(url: str) -> str | None:
-    """What in ``url`` looks like a credential (``user:password@``, a signature or token query parameter), or None."""
-    from urllib.parse import parse_qsl, urlsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "it cannot be parsed"
-    if "@" in parts.netloc:
-        return "a user name or password (user:password@host)"
-    names = sorted({k for k, _v in parse_qsl(parts.query, keep_blank_values=True) if _CREDENTIAL_PARAM_RE.search(k)})
-    if names:
-        return f"credential query parameter(s) {', '.join(names)} (a presigned or token URL)"
-    return None
-
 
 def check_quantity(value: Any) -> str:
     """Accept a Kubernetes quantity (``23034Mi``, ``80Gi``, ``1.5``); ints are accepted and normalised to str."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ValueError(f"{value!r} must be a Kubernetes quantity such as 80Gi")
+        raise ValueError(f"{describe(value)} must be a Kubernetes quantity such as 80Gi")
     text = str(value)
     from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import parse_quantity
 
@@ -155,6 +220,16 @@ def check_quantity(value: Any) -> str:
         parse_quantity(text)
     except ValueError as exc:
         raise ValueError(f"{text!r} is not a Kubernetes quantity ({exc})") from None
+    return text
+
+
+def check_positive_quantity(value: Any) -> str:
+    """:func:`check_quantity`, greater than zero (a volume size: ``0`` or ``-5Gi`` is no size)."""
+    text = check_quantity(value)
+    from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import parse_quantity
+
+    if parse_quantity(text).sign() <= 0:
+        raise ValueError(f"must be greater than zero, such as 20Gi (got {text!r})")
     return text
 
 
@@ -228,7 +303,7 @@ class CapacityValue(_Strict):
 
 def _check_qualified_names(v: dict[str, Any]) -> dict[str, Any]:
     for key in v:
-        match = QUALIFIED_NAME_RE.match(key)
+        match = QUALIFIED_NAME_RE.fullmatch(key)
         if not match or len(match.group("domain") or "") > QUALIFIED_DOMAIN_MAX:
             raise ValueError(
                 f"{key!r} is not a DRA attribute/capacity name: a C identifier of at most 32 characters, "
@@ -408,7 +483,8 @@ class Taint(_Strict):
 
 
 class Toleration(BaseModel):
-    """A Kubernetes toleration, verbatim Kubernetes spelling."""
+    """A Kubernetes toleration, verbatim Kubernetes spelling, validated as the API server does (ValidateTolerations):
+    a qualified-name key, a label value with Equal, no value with Exists, tolerationSeconds only with NoExecute."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -418,10 +494,37 @@ class Toleration(BaseModel):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     tolerationSeconds: StrictInt | None = None
 
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str | None) -> str | None:
+        return check_label_key(v, "a taint key (a label key)") if v else v
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v and info.data.get("operator") == "Equal":
+            check_label_value(v, "a taint value (a label value)")
+        return v
+
+    @field_validator("effect", mode="before")
+    @classmethod
+    def _every_effect(cls, v: Any) -> Any:
+        return None if v == "" else v  # Kubernetes: an empty effect tolerates every effect, as an omitted one
+
+    @field_validator("tolerationSeconds")
+    @classmethod
+    def _seconds(cls, v: int | None, info: ValidationInfo) -> int | None:
+        if v is not None and "effect" in info.data and info.data["effect"] != "NoExecute":  # absent: effect invalid
+            raise ValueError(
+                f"is only allowed with effect NoExecute (got effect {info.data.get('effect') or 'empty'}): it bounds "
+                "how long a pod stays on a node after a NoExecute taint appears"
+            )
+        return v
+
     @model_validator(mode="after")
     def _k8s_rules(self) -> Toleration:
         if self.operator == "Exists" and self.value:
-            raise ValueError("value must be empty when operator is Exists")
+            raise ValueError(f"value must be empty when operator is Exists (got {self.value!r})")
         if not self.key and self.operator != "Exists":
             raise ValueError("an empty key requires operator Exists (tolerates every taint)")
         return self
@@ -469,7 +572,7 @@ K8S_VERSION_RE = re.compile(
 
 
 def _check_k8s_version(value: str) -> str:
-    match = K8S_VERSION_RE.match(value) if len(value) <= 64 else None
+    match = K8S_VERSION_RE.fullmatch(value) if len(value) <= 64 else None
     if not match:
         raise ValueError(
             f"{value!r} must be a Kubernetes version: MAJOR.MINOR (1.34), MAJOR.MINOR.PATCH (1.34.1) or a provider "
@@ -683,7 +786,7 @@ class DeviceConstraint(_Strict):
     @field_validator("match_attribute")
     @classmethod
     def _qualified(cls, v: str) -> str:
-        match = QUALIFIED_NAME_RE.match(v)
+        match = QUALIFIED_NAME_RE.fullmatch(v)
         if not match or not match.group("domain") or len(match.group("domain")) > QUALIFIED_DOMAIN_MAX:
             raise ValueError(
                 f"{v!r} must be a fully qualified attribute name, <domain>/<name> (gpu.nvidia.com/pcieRoot): "
@@ -776,9 +879,29 @@ class Engine(_Strict):
 
 
 class GatewayRef(_Strict):
+    """The Gateway an HTTPRoute attaches to: its ``parentRefs`` entry (Gateway API ParentReference)."""
+
     name: str
     namespace: str | None = None
     section_name: str | None = None
+
+    _name = field_validator("name")(classmethod(lambda cls, v: check_k8s_name(v, "a Gateway name", subdomain=True)))
+
+    @field_validator("namespace", "section_name", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, v: Any) -> Any:
+        return None if v == "" else v  # rendered as unset: the route's namespace, every listener
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str | None) -> str | None:
+        return None if v is None else check_k8s_name(v, "a namespace name")
+
+    @field_validator("section_name")
+    @classmethod
+    def _section(cls, v: str | None) -> str | None:
+        # Gateway API SectionName (a listener name): 1-253 characters, a DNS subdomain.
+        return None if v is None else check_k8s_name(v, "a Gateway listener name (SectionName)", subdomain=True)
 
 
 class ExtraMetadata(_Strict):
@@ -799,9 +922,31 @@ class ExtraMetadata(_Strict):
                 raise ValueError(f"{key!r}: {item!r} is not a valid label value")
         return value
 
+    @field_validator("annotations")
+    @classmethod
+    def _annotation_syntax(cls, value: dict[str, str]) -> dict[str, str]:
+        errors = annotation_errors(value, "")  # each reason names the key (values are strings already)
+        if errors:
+            raise ValueError("; ".join(reason for _path, reason in errors))
+        return value
+
+
+def _check_config_name(value: str) -> str:
+    return check_k8s_name(value, "the name of an LLMInferenceServiceConfig", subdomain=True)
+
 
 class KServeOptions(_Strict):
-    base_refs: list[str] = Field(default_factory=list)
+    # Names of the LLMInferenceServiceConfig objects (presets) the LLMInferenceService's spec.baseRefs merge.
+    base_refs: list[Annotated[str, Field(strict=True), AfterValidator(_check_config_name)]] = Field(
+        default_factory=list
+    )
+
+
+class Disruption(_Strict):
+    """How many replicas of a deployment must stay placed while a run removes others (guarded shrink)."""
+
+    #: A run that would leave fewer placed replicas than are serving now proceeds only while at least this many stay.
+    min_available: StrictInt | None = Field(default=None, ge=0, le=10000)
 
 
 class ModelDeployment(_Strict):
@@ -817,6 +962,7 @@ class ModelDeployment(_Strict):
     gateway: GatewayRef | None = None
     ray: StrictBool = False
     kserve: KServeOptions = Field(default_factory=KServeOptions)
+    disruption: Disruption = Field(default_factory=Disruption)
     # Filled in by fleet_info (the resolved ``clusters`` host pattern); accepted so its output can be fed back.
     candidate_clusters: list[str] = Field(default_factory=list, exclude=True)
 
@@ -888,6 +1034,18 @@ class S3Source(_Strict):
     credentials_secret: str | None = None
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
+
+    @field_validator("uri", mode="before")
+    @classmethod
+    def _uri_credentials(cls, v: Any) -> Any:
+        # Before the pattern check, whose generic message would show the URI (redacted, but not saying why).
+        if isinstance(v, str) and (has_userinfo(v) or url_credentials(v)):
+            raise ValueError(
+                "carries credentials (KEY:SECRET@ or a token): credentials never go into fleet data (they would be "
+                "copied into every cluster's Job, annotations and logs); put the access keys in a Secret and name it "
+                "in source.s3.credentials_secret"
+            )
+        return v
 
     _endpoint = field_validator("endpoint")(
         classmethod(
@@ -985,7 +1143,7 @@ class ModelCache(_Strict):
     candidate_clusters: list[str] = Field(default_factory=list, exclude=True)
 
     _name = field_validator("name", "namespace")(classmethod(lambda cls, v: check_dns_label(v)))
-    _size = field_validator("size", mode="before")(classmethod(lambda cls, v: check_quantity(v)))
+    _size = field_validator("size", mode="before")(classmethod(lambda cls, v: check_positive_quantity(v)))
 
     @property
     def claim_name(self) -> str:
@@ -1012,7 +1170,7 @@ def _check_driver(value: str) -> str:
 
 
 def _check_taint_key(value: str) -> str:
-    if len(value) > 253 or not TAINT_KEY_RE.match(value):
+    if len(value) > 253 or not TAINT_KEY_RE.fullmatch(value):
         raise ValueError(f"{value!r} is not a valid taint key (a label key such as gpufleet.io/maintenance)")
     return value
 
@@ -1033,13 +1191,29 @@ def format_loc(prefix: str, loc: tuple[Any, ...]) -> str:
 _ALIASES = {"class_": "class", "bool_": "bool", "int_": "int"}
 
 
+# Fields whose values are credentials or hold them (an inline kubeconfig carries a bearer token or a client key): an
+# error shows what kind of value was given, never the value (redact.describe with secret=True).
+SECRET_FIELDS = frozenset({"kubeconfig", "gpufleet_kubeconfig"})
+
+
+def _is_secret(err: Mapping[str, Any]) -> bool:
+    return any(isinstance(part, str) and part in SECRET_FIELDS for part in err.get("loc", ()))
+
+
+def shown_input(err: Mapping[str, Any]) -> str:
+    """What an error may show of a pydantic error's input (redact.describe: a mapping by its keys, URLs redacted,
+    nothing of a credential field's value)."""
+    return describe(err.get("input"), secret=_is_secret(err))
+
+
 def _reason(err: Mapping[str, Any]) -> str:
     kind = err.get("type", "")
     ctx = err.get("ctx") or {}
+    got = shown_input(err)
     if kind == "literal_error":
         expected = str(ctx.get("expected", ""))
         choices = re.findall(r"'([^']*)'", expected) or [expected]
-        return f"must be one of {', '.join(choices)} (got {err.get('input')!r})"
+        return f"must be one of {', '.join(choices)} (got {got})"
     if kind == "missing":
         return "is required"
     if kind == "extra_forbidden":
@@ -1047,13 +1221,13 @@ def _reason(err: Mapping[str, Any]) -> str:
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         sym = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
         bound = next(iter(ctx.values()), "?")
-        return f"must be {sym} {bound} (got {err.get('input')!r})"
+        return f"must be {sym} {bound} (got {got})"
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"must be an integer (got {err.get('input')!r})"
+        return f"must be an integer (got {got})"
     if kind in ("bool_type", "bool_parsing"):
-        return f"must be true or false (got {err.get('input')!r})"
+        return f"must be true or false (got {got})"
     if kind == "string_type":
-        return f"must be a string (got {err.get('input')!r})"
+        return f"must be a string (got {got})"
     if kind in ("list_type",):
         return f"must be a list (got {type(err.get('input')).__name__})"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
@@ -1061,11 +1235,22 @@ def _reason(err: Mapping[str, Any]) -> str:
     if kind == "too_short":
         return f"must have at least {ctx.get('min_length')} item(s)"
     if kind == "string_pattern_mismatch":
-        return f"{err.get('input')!r} does not match the expected form {ctx.get('pattern')}"
+        return f"{got} does not match the expected form {ctx.get('pattern')}"
     if kind == "string_too_short":
         return "must not be empty"
     msg = str(err.get("msg", "is invalid"))
     return msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
+def _scrub(text: str, err: Mapping[str, Any]) -> str:
+    """A reason as shown: every URL redacted, and a credential field's value (which a validator's own message may
+    quote) replaced."""
+    value = err.get("input")
+    if _is_secret(err) and isinstance(value, str) and value:
+        text = text.replace(repr(value), "<hidden>")
+        if len(value) >= 4:
+            text = text.replace(value, "<hidden>")
+    return redact_text(text)
 
 
 def translate_errors(
@@ -1075,14 +1260,15 @@ def translate_errors(
     reason: Callable[[Mapping[str, Any]], str | None] | None = None,
 ) -> list[tuple[str, str]]:
     """pydantic errors -> ``(path, reason)``; ``rename_first`` maps a top-level field to the variable the user wrote;
-    ``reason`` may word an error itself (``None``: the generic wording)."""
+    ``reason`` may word an error itself (``None``: the generic wording). No reason shows a credential: inputs are
+    shown through :func:`shown_input` (redact.describe) and every reason is scrubbed of URL credentials."""
     out = []
     for err in exc.errors(include_url=False):
         loc = tuple(_ALIASES.get(p, p) if isinstance(p, str) else p for p in err.get("loc", ()))
         if rename_first and loc and isinstance(loc[0], str):
             loc = (rename_first.get(loc[0], loc[0]), *loc[1:])
         text = reason(err) if reason is not None else None
-        out.append((format_loc(prefix, loc), text if text is not None else _reason(err)))
+        out.append((format_loc(prefix, loc), _scrub(text if text is not None else _reason(err), err)))
     return out
 
 

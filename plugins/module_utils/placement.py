@@ -57,7 +57,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel
 from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import NodeDevice, allocate, node_devices
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import replica_name
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import DRAIN_TAINT, replica_name
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     DeviceSubRequest,
@@ -84,6 +84,7 @@ REASON_CREATED = "ReplicasCreated"
 REASON_INSUFFICIENT_CAPACITY = "InsufficientCapacity"
 REASON_INVALID_NODE_SELECTOR = "InvalidNodeSelector"
 REASON_NO_CLUSTERS = "NoClusters"
+REASON_OVERCOMMITTED = "PoolOvercommitted"
 
 # Codes of ``unschedulable[cluster].code``.
 CODE_NOT_READY = "NotReady"
@@ -450,6 +451,10 @@ def _untolerated(cluster: PlacementCluster, tolerations: list[Any], effects: Ite
     return [t for t in cluster.taints if t.effect in wanted and not any(tol.tolerates(t) for tol in tolerations)]
 
 
+def _is_drain_taint(t: Taint) -> bool:
+    return t.key == DRAIN_TAINT["key"] and t.effect == DRAIN_TAINT["effect"]
+
+
 def _taint_text(t: Taint) -> str:
     return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
 
@@ -503,6 +508,10 @@ class _Planner:
         self._cluster_options: dict[str, list[list[_Option | str]]] = {}
         self.free: dict[tuple[str, str], int] = {}
         self.dropped: list[dict[str, Any]] = []
+        #: Replicas the fleet's drain taint evicts, with their retained engines: a safe drain keeps those it cannot
+        #: replace (see :meth:`keep_unreplaced`).
+        self.drained: list[tuple[ReplicaRecord, list[tuple[str, _Option]]]] = []
+        self.warnings: list[str] = []
 
     # -- matching, memoised per class and per cluster shape ----------------------------------------------------------
 
@@ -644,6 +653,11 @@ class _Planner:
                 continue
             evicting = _untolerated(cluster, tolerations, ("NoExecute",))
             if evicting:
+                if (r.cluster, r.index) not in seen and all(_is_drain_taint(t) for t in evicting):
+                    engines = self.retained_engines(r, cluster)
+                    if not isinstance(engines, str):
+                        seen.add((r.cluster, r.index))
+                        self.drained.append((r, engines))
                 self.drop(r, f"taint {', '.join(map(_taint_text, evicting))} is not tolerated (evicted)")
                 continue
             if (r.cluster, r.index) in seen:
@@ -656,6 +670,23 @@ class _Planner:
             seen.add((r.cluster, r.index))
             kept.append(_Placed(r.cluster, r.index, engines, observed=r))
         return kept
+
+    def keep_unreplaced(self, placed: int, desired: int) -> list[_Placed]:
+        """Safe drain: the drained replicas that no other cluster could take a replacement for stay where they are
+        (``kubectl drain`` respects a PodDisruptionBudget the same way). They count against the drained cluster's
+        pools again (nothing new was placed there: the drain taint keeps new replicas off it)."""
+        target = min(desired, placed + len(self.drained))
+        stay = self.drained[: max(0, target - placed)]
+        out = []
+        for r, engines in stay:
+            self.dropped = [d for d in self.dropped if (d["cluster"], d["index"]) != (r.cluster, r.index)]
+            self.commit(r.cluster, engines)
+            self.warnings.append(
+                f"replica ({r.cluster}, {r.index}) stays on drained cluster {r.cluster}: no other cluster can take its "
+                "replacement (drain with force to remove it anyway)"
+            )
+            out.append(_Placed(r.cluster, r.index, engines, observed=r))
+        return out
 
     def scale_down(self, kept: list[_Placed], desired: int) -> list[_Placed]:
         if len(kept) <= desired:
@@ -899,6 +930,7 @@ def place(
     classes: Any,
     replicas: Any = None,
     selectors: SelectorEngine | None = None,
+    force_drain: bool = False,
 ) -> dict[str, Any]:
     """Place one deployment's replicas on the candidate clusters (design.md §4). Pure and deterministic.
 
@@ -911,7 +943,7 @@ def place(
     parsed_classes = validate_classes(classes)
     parsed_clusters = _validated_clusters(clusters, parsed_classes)
     records = validate_records(replicas, dep.name)
-    return plan(dep, parsed_classes, parsed_clusters, records, selectors=selectors).to_dict()
+    return plan(dep, parsed_classes, parsed_clusters, records, selectors=selectors, force_drain=force_drain).to_dict()
 
 
 def plan(
@@ -921,9 +953,13 @@ def plan(
     records: Sequence[ReplicaRecord | LedgerRecord],
     *,
     selectors: SelectorEngine | None = None,
+    force_drain: bool = False,
 ) -> PlacementResult:
     """Place ``dep``'s replicas over validated models. ``records`` are every replica in the fleet (any deployment);
-    every pool's class must be in ``classes`` (:func:`validate_clusters` checks it)."""
+    every pool's class must be in ``classes`` (:func:`validate_clusters` checks it).
+
+    A drain is safe unless ``force_drain``: a replica on a cluster carrying the fleet's drain taint moves only when
+    its replacement can be placed elsewhere; the others stay where they are, with a warning."""
     sel = selectors if selectors is not None else SELECTORS
 
     positioned = [
@@ -955,6 +991,8 @@ def plan(
     kept = planner.scale_down(planner.retain(ours), desired)
     planner.build_ledger(kept)
     new = planner.fill(kept, desired)
+    if not force_drain and planner.drained:
+        kept += planner.keep_unreplaced(len(kept) + len(new), desired)
 
     taken: set[str] = set()
     for p in sorted(kept, key=lambda p: (p.cluster, p.index)):
@@ -977,6 +1015,17 @@ def plan(
         condition = _condition(
             False, REASON_NO_CLUSTERS, f"0 of {desired} replica(s) scheduled: the deployment has no candidate clusters"
         )
+    elif scheduled >= desired and overcommitted:
+        condition = _condition(
+            False,
+            REASON_OVERCOMMITTED,
+            f"{scheduled} of {desired} replica(s) scheduled, but "
+            + "; ".join(
+                f"pool {o['pool']} of cluster {o['cluster']} holds {o['used']} node(s) of replicas and has {o['nodes']}"
+                for o in overcommitted
+            )
+            + ": some of them cannot run (add nodes, or lower replicas so they move)",
+        )
     elif scheduled >= desired:
         spread = len({r["cluster"] for r in result})
         condition = _condition(
@@ -994,7 +1043,7 @@ def plan(
             + (f" ({summary})" if summary else ""),
         )
 
-    warnings = [
+    warnings = planner.warnings + [
         f"pool {o['pool']} of cluster {o['cluster']} is overcommitted: {o['used']} node(s) in use of {o['nodes']}"
         for o in overcommitted
     ]

@@ -432,6 +432,7 @@ class Quantity:
         u, e = self._value_exp()
         # value/y = u*10**e / y ; want result at inf scale `places` (or keep if coarser)
         target = max(places, 0)
+        _check_exponent_gap(e + target)
         num = u * 10 ** (e + target) if e + target >= 0 else u
         den = y if e + target >= 0 else y * 10 ** (-(e + target))
         q, r = divmod(abs(num), abs(den))
@@ -446,6 +447,7 @@ class Quantity:
         if y == 0:
             raise ZeroDivisionError("division by zero")
         u, e = self._value_exp()
+        _check_exponent_gap(e)
         num, den = (u * 10**e, y) if e >= 0 else (u, y * 10 ** (-e))
         q = abs(num) // abs(den)
         if (num < 0) != (den < 0):

@@ -23,6 +23,7 @@ asks these functions (through the ``gpufleet.serving.serving_stack_*`` filters) 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -154,6 +155,13 @@ class VersionMatrix(_Strict):
         return [(name, getattr(self, name)) for name in COMPONENTS]
 
 
+# Gateway API GatewayController (a GatewayClass's spec.controllerName): a domain-prefixed path, 1-253 characters.
+GATEWAY_CONTROLLER_RE = re.compile(
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
+)
+GATEWAY_CONTROLLER_MAX = 253
+
+
 class GatewayOptions(_Strict):
     """The optional Gateway per-replica HTTPRoutes attach to (Envoy Gateway)."""
 
@@ -166,6 +174,16 @@ class GatewayOptions(_Strict):
 
     _names = field_validator("name", "namespace")(classmethod(lambda cls, v: check_dns_label(v)))
     _class = field_validator("class_name")(classmethod(lambda cls, v: check_dns_subdomain(v)))
+
+    @field_validator("controller_name")
+    @classmethod
+    def _controller(cls, v: str) -> str:
+        if len(v) > GATEWAY_CONTROLLER_MAX or not GATEWAY_CONTROLLER_RE.fullmatch(v):
+            raise ValueError(
+                "must be a Gateway API controller name: a domain, '/' and a path, at most "
+                f"{GATEWAY_CONTROLLER_MAX} characters, such as gateway.envoyproxy.io/gatewayclass-controller (got {v!r})"
+            )
+        return v
 
 
 Provider = Literal["gke", "eks", "existing"]

@@ -24,13 +24,21 @@ description:
     already current. An object is current when it carries the digest annotation C(gpufleet.io/applied-digest) of the
     same rendering and still holds every value the rendering sets, so an unchanged fleet sends no write and a value
     somebody changed is put back.
+  - Current is judged on the fields the collection manages, as server-side apply merges them. The object's
+    C(metadata.managedFields) entry of O(field_manager) (read with the list, no request of its own) must still hold every
+    field the rendering sets - a field another manager changed or removed since is no longer there, so the object is
+    applied again - and the object must still hold every value. In a list Kubernetes merges by key (containers and env
+    by name, ports by port and protocol, volumes by name, volumeMounts by mountPath, ...) each of our items is found by
+    its key; items another manager added (C(kubectl set env), a mutating webhook) make no apply and are left alone.
+    Atomic lists (args, command, tolerations) must be the same. Quantities compare as Kubernetes quantities (a C(cpu)
+    of C(2) is the stored C("2"), one of C("0.5") the stored C("500m")).
   - B(wait) - with O(wait), polls each cluster's workloads until their own replica counts equal their desired counts
     (a Deployment's updated, ready and available replicas; a LeaderWorkerSet's ready and updated replicas; an
     LLMInferenceService's C(Ready) condition), or O(timeout) seconds pass.
   - B(prune) - deletes owned objects that are no longer rendered for their cluster, except those of held
-    deployments. A deployment is held when one of its workloads is not ready, or when it has objects on a cluster whose
-    apply failed; its old replicas stay everywhere until a later run, so a drain never deletes an old replica before
-    its replacement is ready.
+    deployments. A deployment is held when one of its workloads is not ready, when it has objects on a cluster whose
+    apply failed, or when an object of it is in O(unreadable); its old replicas stay everywhere until a later run, so a
+    drain never deletes an old replica before its replacement is ready.
   - A cluster that fails (no answer, a refused request, a timeout) never stops the others. It is returned in
     RV(failed_clusters); the task fails at the end when O(fail_on_cluster_error) is true.
 author:
@@ -80,6 +88,15 @@ options:
       Required with O(state_file) and with O(fleet).
     type: list
     elements: dict
+  unreadable:
+    description:
+      - The objects whose placement annotation could not be read, as returned in C(unreadable) by
+        M(gpufleet.serving.fleet_placement). Their replicas were not counted by placement, so nothing of their
+        deployments is pruned this run (they are in RV(held)); an object that names no deployment is itself never
+        pruned.
+    type: list
+    elements: dict
+    default: []
   fail_on_cluster_error:
     description: Fail the task when a cluster could not be reconciled (after every other cluster was).
     type: bool

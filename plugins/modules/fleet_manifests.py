@@ -52,6 +52,14 @@ options:
         nothing and fails if the directory changed since then, because another run or a hand edit wrote it.
       - Omit it to skip this check.
     type: str
+  unreadable:
+    description:
+      - The objects whose placement annotation could not be read, as returned in C(unreadable) by
+        M(gpufleet.serving.fleet_placement). Their replicas were not counted by placement, so no file of their
+        deployments is pruned this run; the file of an object that names no deployment is kept.
+    type: list
+    elements: dict
+    default: []
 attributes:
   check_mode:
     support: full

@@ -15,8 +15,12 @@ description:
     each one fed the replicas placed so far, so deployments share the fleet's capacity and never overcommit it.
     One task for the whole fleet; no per-deployment loop in YAML.
   - Observed replicas (what keeps placement sticky) are read from the C(gpufleet.io/placement) annotation of the
-    rendered per-replica Services, from O(observed_objects) (apply mode, read from the clusters) and/or O(render_dir)
-    (render mode).
+    rendered per-replica Services, from O(observed_by_cluster) or O(observed_objects) (apply mode, read from the
+    clusters) and/or O(render_dir) (render mode).
+  - Each object is read on its own. One whose annotation cannot be read is skipped (its replica is not counted as
+    existing) and returned in RV(unreadable), named by cluster, namespace and name with the reason; the run goes on for
+    every other object. Its deployment is returned in RV(held); pass RV(unreadable) to M(gpufleet.serving.fleet_apply) or
+    M(gpufleet.serving.fleet_manifests) so that nothing of it is pruned while the object is unreadable.
   - A cluster in O(unreachable) takes no new replicas and keeps the ones it had, taken from O(fallback_replicas)
     (the last successful run's placement), so a blip never moves replicas.
   - A cluster in O(drained) gets the fleet's C(gpufleet.io/drain=true:NoExecute) taint (its replicas move away); one in
@@ -27,10 +31,19 @@ extends_documentation_fragment:
   - gpufleet.serving.fleet
 options:
   observed_objects:
-    description: Objects read from the clusters (for example with M(kubernetes.core.k8s_info)) that may carry placement annotations.
+    description:
+      - Objects read from the clusters (for example with M(kubernetes.core.k8s_info)) that may carry placement
+        annotations. An object is reported as read from the cluster its C(gpufleet.io/cluster) label names; prefer
+        O(observed_by_cluster).
     type: list
     elements: dict
     default: []
+  observed_by_cluster:
+    description:
+      - Objects that may carry placement annotations, by the cluster they were read from, as returned in
+        C(objects_by_cluster) by M(gpufleet.serving.fleet_read).
+    type: dict
+    default: {}
   render_dir:
     description: A render directory to read observed replicas from (render mode).
     type: path
@@ -45,15 +58,33 @@ options:
     elements: str
     default: []
   drained:
-    description: Clusters to drain (replicas move away).
-    type: list
-    elements: str
+    description:
+      - Clusters to drain. Their replicas move away, each only when its replacement can be placed elsewhere (unless
+        O(force_drain)); the others stay, with a warning.
+      - A list, or the forms a survey sends (a JSON list as text, or names separated by commas). A name that is not a
+        cluster of the fleet is an error.
+    type: raw
     default: []
   cordoned:
-    description: Clusters to cordon (no new replicas).
-    type: list
-    elements: str
+    description:
+      - Clusters to cordon (no new replicas). The same forms and check as O(drained).
+    type: raw
     default: []
+  force_drain:
+    description:
+      - Drain even the replicas no other cluster can take a replacement for (they are removed, not moved). Still
+        subject to the capacity-loss guard (O(allow_capacity_loss)).
+    type: bool
+    default: false
+  allow_capacity_loss:
+    description:
+      - The guarded shrink. A deployment that this run would leave with fewer placed replicas than are serving now
+        (other than by a lower C(replicas)) is listed in RV(capacity_loss) and named in RV(blocked), unless this
+        allows it - V(true) for every deployment, or a list of deployment names (an unknown name is an error) - or
+        the deployment's C(disruption.min_available) still holds. The role fails on RV(blocked) before anything is
+        written or applied.
+    type: raw
+    default: false
   cluster_capacity:
     description:
       - Per cluster, what its pools really have, as returned in C(capacity) by M(gpufleet.serving.fleet_read) (with
@@ -83,7 +114,7 @@ options:
   publish_stats:
     description:
       - Publish the placement as the custom stats C(gpufleet_placement) (C(results), C(replicas), C(shortfalls),
-        C(status), C(degraded) (the shortfalls again), C(capacity)) and C(gpufleet_drift) (RV(drift)), as
+        C(status), C(degraded) (the shortfalls again), C(capacity), C(unreadable), C(held)) and C(gpufleet_drift) (RV(drift)), as
         M(ansible.builtin.set_stats) would with O(ansible.builtin.set_stats#module:per_host=false) and
         O(ansible.builtin.set_stats#module:aggregate=false). AWX and Tower job templates pass custom stats on as
         artifacts to the following nodes of a workflow.
@@ -127,6 +158,43 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+degraded:
+  description: Deployments short of replicas, or with replicas on a pool that holds fewer nodes than they take.
+  returned: success
+  type: list
+  elements: str
+  sample: [llama-70b]
+dropped:
+  description: Every serving replica this run removes (placement's C(dropped) of each deployment, and the replicas of
+    deployments no longer in the fleet), with why. Also in the C(gpufleet_placement) custom stats.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{deployment: qwen-demo, cluster: gke-us-central1, index: 0, name: qwen-demo-gke-us-central1-0,
+            reason: "taint gpufleet.io/drain=true:NoExecute is not tolerated (evicted)"}]
+dropped_lines:
+  description: RV(dropped), one line each.
+  returned: success
+  type: list
+  elements: str
+capacity_loss:
+  description: The deployments this run would leave with fewer placed replicas than min(serving now, replicas), with
+    the serving replicas lost, why, and what allows it (empty when nothing allows it).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{deployment: qwen-demo, serving: 3, placed: 0, desired: 3, lost: [], why: "0 of 3 replica(s) scheduled",
+            allowed_by: "", blocking: true}]
+capacity_loss_lines:
+  description: RV(capacity_loss), one line each.
+  returned: success
+  type: list
+  elements: str
+blocked:
+  description: The deployments of RV(capacity_loss) that nothing allows to lose capacity; the role fails on them.
+  returned: success
+  type: list
+  elements: str
 replicas:
   description: Every replica of every deployment after this run, in the shape of M(gpufleet.serving.replica_placement).
   returned: success
@@ -200,6 +268,31 @@ drift_lines:
   returned: success
   type: list
   elements: str
+unreadable:
+  description:
+    - The objects whose C(gpufleet.io/placement) annotation could not be read, skipped by placement (their replicas are
+      not counted as existing). Also in the C(gpufleet_placement) custom stats.
+    - Pass it to M(gpufleet.serving.fleet_apply) or M(gpufleet.serving.fleet_manifests) (their C(unreadable) option); nothing
+      of the deployment of a skipped object is pruned there, and an object that names no deployment is kept.
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - {cluster: lf-beta, kind: Service, api_version: v1, namespace: chat-team, name: chat-1a2b3, deployment: chat,
+       reason: "Service lf-beta/chat-team/chat-1a2b3 carries an unreadable gpufleet.io/placement annotation: Expecting
+       value: line 1 column 1 (char 0)"}
+unreadable_lines:
+  description: RV(unreadable), one line each (the reason and what is held).
+  returned: success
+  type: list
+  elements: str
+held:
+  description: The deployments of RV(unreadable) (nothing of them may be pruned this run). Also in the
+    C(gpufleet_placement) custom stats.
+  returned: success
+  type: list
+  elements: str
+  sample: [chat]
 render_token:
   description:
     - A fingerprint of the render directory taken just before it was read (empty when it does not exist yet), or

@@ -25,6 +25,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError, error_list
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
+from ansible_collections.gpufleet.serving.plugins.module_utils.redact import redact_text
 
 COLLECTION = "gpufleet.serving"
 _PACKAGE = "ansible_collections.gpufleet.serving.plugins"
@@ -73,11 +74,14 @@ def argument_spec(module: str) -> dict[str, Any]:
 
 
 def failure(module: str, exc: BaseException, headline: str = "") -> dict[str, Any]:
-    """The one failure shape: ``{failed, msg, errors: [{path, reason}]}``; ``msg`` is ``<module>: [headline\n]<error>``."""
+    """The one failure shape: ``{failed, msg, errors: [{path, reason}]}``; ``msg`` is ``<module>: [headline\n]<error>``.
+
+    Errors show values through redact.describe where they raise; as a last guard every URL in the message and the
+    reasons is redacted here (a client library's error may quote a URL with credentials)."""
     return {
         "failed": True,
-        "msg": f"{module}: {headline}\n{exc}" if headline else f"{module}: {exc}",
-        "errors": error_list(exc),
+        "msg": redact_text(f"{module}: {headline}\n{exc}" if headline else f"{module}: {exc}"),
+        "errors": [{key: redact_text(text) for key, text in entry.items()} for entry in error_list(exc)],
     }
 
 

@@ -127,6 +127,18 @@ class Fleet:
         dep.update(fields)
         path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
 
+    def kubectl(self, host: str, *args: str) -> str:
+        """Run the local fleet's kubectl against ``host`` (as another field manager would); its output."""
+        kubectl = Path(json.loads((self.state / "fleet.json").read_text())["bin"]) / "kubectl"
+        proc = subprocess.run(
+            [str(kubectl), "--kubeconfig", str(self.state / "kubeconfigs" / host), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, f"kubectl {' '.join(args)}: {proc.stdout}{proc.stderr}"
+        return proc.stdout
+
     def localfleet(self, *args: str) -> None:
         subprocess.run([sys.executable, str(LOCALFLEET), args[0], str(self.state), *args[1:]], check=True)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from conftest import REPO, Fleet, wait_for
 
 sys.path.insert(0, str(REPO / ".venv" / "collections"))
@@ -240,6 +241,202 @@ def test_a_value_changed_by_hand_is_put_back(fleet: Fleet) -> None:
     again = fleet.apps(host).read_namespaced_deployment(dep["metadata"]["name"], dep["metadata"]["namespace"])
     assert again.spec.template.spec.containers[0].image == image
     assert_all_ready(fleet)
+
+
+# --- quantities, other field managers, unreadable placement records (issue 23) -------------------------------------
+
+# A deployment whose pod template sets quantities as users write them (numbers, fractions, other units) and an env var
+# of ours. The API server stores them normalised ("2", "500m", "1Gi"); a run must still find its objects current.
+QUANT = {
+    "name": "quant",
+    "namespace": "chat-team",
+    "replicas": 1,
+    "clusters": "lf-beta",
+    "engines": [
+        {
+            "name": "main",
+            "members": [
+                {
+                    "role": "Standalone",
+                    "node_selector": {
+                        "devices": [
+                            {
+                                "name": "gpu",
+                                "selectors": [
+                                    {"cel": 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("16Gi")) >= 0'}
+                                ],
+                            }
+                        ]
+                    },
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "engine",
+                                    "image": "busybox",
+                                    "env": [{"name": "OURS", "value": "1"}],
+                                    "resources": {
+                                        "requests": {"cpu": "0.5", "memory": "1Gi"},
+                                        "limits": {"cpu": 2, "memory": "1024Mi"},
+                                    },
+                                    "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+                                }
+                            ],
+                            "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1024Mi"}}],
+                        }
+                    },
+                }
+            ],
+        }
+    ],
+}
+QUANT_HOST = "lf-beta"
+
+
+def quant_workload(fleet: Fleet) -> dict[str, Any]:
+    (dep,) = fleet.list(QUANT_HOST, "apps", "v1", "deployments", f"{OWNER},gpufleet.io/deployment=quant")
+    return dep
+
+
+def env_of(workload: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in workload["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+def rolled_out(fleet: Fleet) -> bool:
+    dep = quant_workload(fleet)
+    want, status = dep["spec"]["replicas"], dep.get("status", {})
+    return status.get("observedGeneration") == dep["metadata"]["generation"] and all(
+        status.get(k) == want for k in ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas")
+    )
+
+
+def set_quant_env(fleet: Fleet, value: str) -> None:
+    path = fleet.inventory / "group_vars" / "all" / "deployments.yml"
+    data = yaml.safe_load(path.read_text())
+    dep = next(d for d in data["gpufleet_model_deployments"] if d["name"] == "quant")
+    dep["engines"][0]["members"][0]["template"]["spec"]["containers"][0]["env"] = [{"name": "OURS", "value": value}]
+    path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
+
+
+@pytest.fixture(scope="class")
+def quant(fleet: Fleet) -> Any:
+    """The fleet with QUANT deployed on lf-beta; afterwards QUANT leaves the inventory and is pruned."""
+    path = fleet.inventory / "group_vars" / "all" / "deployments.yml"
+    original = path.read_text()
+    data = yaml.safe_load(original)
+    data["gpufleet_model_deployments"].append(QUANT)
+    path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
+    try:
+        fleet.playbook("deploy.yml")
+        wait_for("quant to roll out", lambda: rolled_out(fleet))
+        yield quant_workload(fleet)
+    finally:
+        path.write_text(original)
+        fleet.playbook("deploy.yml")
+        wait_for(
+            "quant's pods to go",
+            lambda: not fleet.list(QUANT_HOST, "", "v1", "pods", f"{OWNER},gpufleet.io/deployment=quant"),
+            timeout=90,
+        )
+
+
+@pytest.mark.usefixtures("quant")
+class TestIdempotenceOnRealClusters:
+    def test_quantities_as_users_write_them_change_nothing_on_the_second_run(self, fleet: Fleet) -> None:
+        dep = quant_workload(fleet)
+        resources = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+        # what the API server made of cpu "0.5" / 2 and memory "1024Mi" (so the rendered values differ from these)
+        assert resources["requests"] == {"cpu": "500m", "memory": "1Gi"}, resources
+        assert resources["limits"] == {"cpu": "2", "memory": "1Gi"}, resources
+        volume = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "scratch")
+        assert volume["emptyDir"]["sizeLimit"] == "1Gi"
+        before = owned_versions(fleet)
+        out = fleet.playbook("deploy.yml").stdout
+        assert recap(out)[fleet.names[0]]["changed"] == 0, recap(out)
+        assert owned_versions(fleet) == before  # not a single write to an owned object
+
+    def test_an_env_var_added_by_another_manager_is_left_alone(self, fleet: Fleet) -> None:
+        name, namespace = quant_workload(fleet)["metadata"]["name"], quant_workload(fleet)["metadata"]["namespace"]
+        fleet.kubectl(QUANT_HOST, "-n", namespace, "set", "env", f"deployment/{name}", "EXTRA=1")
+        wait_for("kubectl's rollout", lambda: rolled_out(fleet))
+        before = owned_versions(fleet)
+        out = fleet.playbook("deploy.yml").stdout
+        assert recap(out)[fleet.names[0]]["changed"] == 0, recap(out)
+        assert owned_versions(fleet) == before  # the run wrote nothing
+        assert env_of(quant_workload(fleet)) == {"OURS": "1", "EXTRA": "1"}
+
+    def test_our_env_value_changed_by_another_manager_is_applied_again(self, fleet: Fleet) -> None:
+        name, namespace = quant_workload(fleet)["metadata"]["name"], quant_workload(fleet)["metadata"]["namespace"]
+        fleet.kubectl(QUANT_HOST, "-n", namespace, "set", "env", f"deployment/{name}", "OURS=2")
+        wait_for("kubectl's rollout", lambda: rolled_out(fleet))
+        out = fleet.playbook("deploy.yml", "-v").stdout
+        assert recap(out)[fleet.names[0]]["changed"] >= 1, recap(out)
+        assert f"Deployment/{namespace}/{name}" in out  # applied again (fleet_apply's result names it)
+        assert env_of(quant_workload(fleet))["OURS"] == "1"  # ours again; EXTRA (kubectl's) is untouched
+        assert env_of(quant_workload(fleet)).get("EXTRA") == "1"
+        wait_for("the rollout", lambda: rolled_out(fleet))
+        again = fleet.playbook("deploy.yml").stdout
+        assert recap(again)[fleet.names[0]]["changed"] == 0, recap(again)
+
+    def test_an_unreadable_placement_record_skips_that_object_only(self, fleet: Fleet) -> None:
+        kinds = (
+            ("", "v1", "services"),
+            ("apps", "v1", "deployments"),
+            ("resource.k8s.io", "v1", "resourceclaimtemplates"),
+        )
+
+        def chat_objects() -> dict[str, str]:
+            return {
+                f"{h}/{plural}/{o['metadata']['name']}": o["metadata"]["uid"]
+                for h in fleet.names
+                for group, version, plural in kinds
+                for o in fleet.list(h, group, version, plural, f"{OWNER},gpufleet.io/deployment=chat")
+            }
+
+        before = chat_objects()
+        host = sorted({c for c, _i in replicas(fleet, "chat")})[-1]
+        (svc, *_) = fleet.list(host, "", "v1", "services", f"{OWNER},gpufleet.io/deployment=chat")
+        name, namespace = svc["metadata"]["name"], svc["metadata"]["namespace"]
+        original = svc["metadata"]["annotations"]["gpufleet.io/placement"]
+        fleet.kubectl(
+            host, "-n", namespace, "annotate", "--overwrite", f"service/{name}", "gpufleet.io/placement={oops"
+        )
+        set_quant_env(fleet, "3")  # another deployment changes in the same run
+        try:
+            proc = fleet.playbook("deploy.yml", check=False)
+            assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+            line = next(
+                (
+                    ln
+                    for ln in proc.stdout.splitlines()
+                    if f"Service {host}/{namespace}/{name} carries an unreadable" in ln
+                ),
+                None,
+            )
+            assert line is not None, proc.stdout[-4000:]
+            assert "gpufleet.io/placement annotation: Expecting property name" in line
+            assert "nothing of deployment chat is pruned this run" in line
+            # the other deployments went on: quant's new value was applied
+            wait_for("quant's new env", lambda: env_of(quant_workload(fleet))["OURS"] == "3")
+            after = chat_objects()
+            assert set(before) <= set(after), sorted(set(before) - set(after))  # nothing of chat was deleted
+            assert all(after[k] == uid for k, uid in before.items())  # nor recreated
+        finally:
+            current = fleet.core(host).read_namespaced_service(name, namespace).metadata.annotations
+            if current.get("gpufleet.io/placement") == "{oops":
+                fleet.kubectl(
+                    host,
+                    "-n",
+                    namespace,
+                    "annotate",
+                    "--overwrite",
+                    f"service/{name}",
+                    f"gpufleet.io/placement={original}",
+                )
+        wait_for("quant to roll out", lambda: rolled_out(fleet))
+        fleet.playbook("deploy.yml")  # converges (the placement record is readable again)
+        assert len(replicas(fleet, "chat")) == 3
+        assert_all_ready(fleet)
 
 
 # --- observed capacity and drift (design.md §11) -------------------------------------------------------------------
@@ -505,6 +702,9 @@ def test_unreachable_cluster_keeps_its_replicas_and_fails_the_run(fleet: Fleet) 
         proc = fleet.playbook("deploy.yml", check=False)
         assert proc.returncode != 0
         assert re.search(rf"Clusters not reconciled this run.*{victim}", proc.stdout), proc.stdout[-3000:]
+        # the failure names each cluster on a line of its own with its reason (not "key: value")
+        assert re.search(rf"^{victim}: \S", proc.stderr + proc.stdout, re.M), (proc.stderr + proc.stdout)[-3000:]
+        assert "key: value" not in proc.stderr + proc.stdout
         # the others finished: chat reached 3 replicas without the victim taking a new one
         chat = replicas(fleet, "chat", skip=victim)
         kept = {k: v for k, v in placed["chat"].items() if k[0] == victim}
@@ -552,6 +752,8 @@ def test_api_server_lost_mid_run_is_reported(fleet: Fleet) -> None:
             r"Clusters not reconciled this run \(their replicas were kept where they are\): ([^.]*)\.", out
         )
         assert named and named.group(1).split(", ") == [victim], (victim, out[-4000:])
+        reason = re.search(rf"^{victim}: (.+)$", out, re.M)  # its reason on the next line, readable
+        assert reason and "key: value" not in out, out[-4000:]
     finally:
         fleet.localfleet("start", victim)
     fleet.playbook("deploy.yml")

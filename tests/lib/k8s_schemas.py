@@ -5,16 +5,20 @@
 * the Kubernetes OpenAPI schemas shipped with ``kubernetes-validate`` (strict variant: unknown fields are errors) for
   every requested Kubernetes version. A kind it has no schema for is an error (``kubernetes-validate`` itself only
   warns), unless it is one of the custom resources below;
-* the upstream CRD schemas in ``<repo>/../shared/schemas`` (LeaderWorkerSet, HTTPRoute, LLMInferenceService, ...),
-  loaded with ``additionalProperties: false`` added to every object schema that has ``properties``, no
+* the upstream CRD schemas of ``crd_schema_dir()`` (LeaderWorkerSet, HTTPRoute, Gateway, LLMInferenceService, Flux,
+  Argo CD, ...), loaded with ``additionalProperties: false`` added to every object schema that has ``properties``, no
   ``additionalProperties``/``x-kubernetes-preserve-unknown-fields`` and is not under a ``metadata`` property (the
   rule the schemas README gives). Pod templates embedded in those custom resources are also checked against the
   Kubernetes PodTemplateSpec/PodSpec schema of every requested version;
 * the API server's own object-meta rules that JSON Schema cannot express: name syntax (DNS-1035 label for Services
   and LeaderWorkerSets, DNS-1123 subdomain otherwise), namespace syntax, label key/value syntax.
 
-When the shared schema directory is missing, built-in kinds are still fully checked and the call ends with
-``pytest.skip`` naming the custom resources that could not be checked (outside pytest it raises instead).
+``crd_schema_dir()`` is, in this order: ``$GPUFLEET_CRD_SCHEMAS`` when set; ``<repo>/../shared/schemas`` when it exists
+(an optional speed-up on the machine that has it; ``GPUFLEET_NO_SHARED_SCHEMAS=1`` ignores it, for testing the
+fetched set); else the cache ``make crds`` fills (tests/lib/crd_fetch.py: the CRDs at pinned versions from their Go
+modules, in ``~/.cache/gpufleet-crd-schemas/<key>``). When none exists, built-in kinds are still fully checked and
+the call then fails (it never skips) naming the custom resources that could not be checked and saying to run
+``make crds``.
 
 Not checked: ``x-kubernetes-validations`` CEL rules, list-map key uniqueness, admission webhooks.
 
@@ -27,12 +31,14 @@ import copy
 import functools
 import importlib.resources
 import json
+import os
 import re
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import crd_fetch
 import jsonschema
 import yaml
 from referencing import Registry, Resource
@@ -41,17 +47,9 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED_SCHEMAS = REPO.parent / "shared" / "schemas"
 DEFAULT_VERSIONS: tuple[str, ...] = ("1.34", "1.35", "1.36", "1.37")
 
-# Custom resources we render or may render; used to tell "CRD schemas missing" from "unknown kind".
-KNOWN_CRDS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
-        ("gateway.networking.k8s.io/v1", "HTTPRoute"),
-        ("serving.kserve.io/v1alpha1", "LLMInferenceService"),
-        ("serving.kserve.io/v1alpha2", "LLMInferenceService"),
-        ("serving.kserve.io/v1alpha1", "LLMInferenceServiceConfig"),
-        ("serving.kserve.io/v1alpha2", "LLMInferenceServiceConfig"),
-    }
-)
+# Custom resources with an upstream schema (every one `make crds` fetches); used to tell "CRD schemas missing" from
+# "unknown kind".
+KNOWN_CRDS: frozenset[tuple[str, str]] = crd_fetch.known_crds()
 
 # Embedded pod templates in custom resources: (apiVersion prefix, kind) -> [(path, core definition)].
 _EMBEDDED_PODS: dict[str, list[tuple[tuple[str, ...], str]]] = {
@@ -157,13 +155,37 @@ def _k8s_definition_validator(version: str, definition: str) -> jsonschema.proto
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Upstream CRD schemas (../shared/schemas)
+# Upstream CRD schemas ($GPUFLEET_CRD_SCHEMAS, ../shared/schemas, or the `make crds` cache)
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def crd_schema_candidates() -> list[Path]:
+    """Where the CRD schemas are looked for, in order (the environment is read on each call)."""
+    explicit = os.environ.get("GPUFLEET_CRD_SCHEMAS")
+    if explicit:
+        return [Path(explicit)]
+    shared = [] if os.environ.get("GPUFLEET_NO_SHARED_SCHEMAS", "") not in ("", "0") else [SHARED_SCHEMAS]
+    return [*shared, crd_fetch.schema_dir()]
+
+
 def crd_schema_dir() -> Path | None:
-    """The shared CRD schema directory, or None when this checkout has none beside it."""
-    return SHARED_SCHEMAS if SHARED_SCHEMAS.is_dir() else None
+    """The CRD schema directory the checks use, or None when there is none (run ``make crds``).
+
+    ``$GPUFLEET_CRD_SCHEMAS`` when set (it must exist); else ``../shared/schemas`` beside the checkout unless
+    ``GPUFLEET_NO_SHARED_SCHEMAS`` is set (test-only: check against the fetched set on a machine that has ../shared);
+    else the fetched cache of the current pins when ``make crds`` completed it."""
+    for candidate in crd_schema_candidates():
+        if candidate == crd_fetch.schema_dir():
+            if crd_fetch.is_complete(candidate):
+                return candidate
+        elif candidate.is_dir():
+            return candidate
+    return None
+
+
+def missing_crd_schemas_message() -> str:
+    looked = ", ".join(str(p) for p in crd_schema_candidates())
+    return f"CRD schemas not found (looked in {looked}): run `make crds` to fetch them"
 
 
 def close_schema(node: Any, under_metadata: bool = False) -> Any:
@@ -342,22 +364,18 @@ def check_object(obj: Mapping[str, Any], versions: Iterable[str] = DEFAULT_VERSI
         else:
             errors.append(
                 f"{what}: no schema for apiVersion {api_version} kind {kind} in Kubernetes "
-                f"{', '.join(versions)} nor in {SHARED_SCHEMAS} (unknown kind)"
+                f"{', '.join(versions)} nor in {crd_schema_dir() or 'the CRD schemas (none found: run `make crds`)'} "
+                "(unknown kind)"
             )
     return errors, unchecked
 
 
-def validate_objects(
-    objs: Iterable[Mapping[str, Any]],
-    versions: Iterable[str] = DEFAULT_VERSIONS,
-    *,
-    skip_missing_crds: bool = True,
-) -> None:
+def validate_objects(objs: Iterable[Mapping[str, Any]], versions: Iterable[str] = DEFAULT_VERSIONS) -> None:
     """Validate every object; raise :class:`SchemaValidationError` listing every problem found.
 
-    When CRD schemas are missing (no ``../shared/schemas``) and some objects are custom resources, everything else is
-    still checked first; then ``pytest.skip`` is called with a message naming what was not checked (or
-    SchemaValidationError is raised when ``skip_missing_crds`` is false or pytest is not running).
+    When there are no CRD schemas (see ``crd_schema_dir()``) and some objects are custom resources, everything else
+    is still checked first; then SchemaValidationError is raised naming what was not checked and saying to run
+    ``make crds``. Nothing is skipped.
     """
     versions = tuple(versions)
     errors: list[str] = []
@@ -374,17 +392,10 @@ def validate_objects(
     if errors:
         raise SchemaValidationError(f"{len(errors)} schema problem(s):\n" + "\n".join(errors))
     if unchecked:
-        message = (
-            f"CRD schemas not found at {SHARED_SCHEMAS}: custom resources not validated: {', '.join(unchecked)} "
+        raise SchemaValidationError(
+            f"{missing_crd_schemas_message()}. Custom resources not validated: {', '.join(dict.fromkeys(unchecked))} "
             "(built-in kinds were validated)"
         )
-        if skip_missing_crds:
-            try:
-                import pytest
-            except ImportError:  # pragma: no cover - only outside the test suite
-                raise SchemaValidationError(message) from None
-            pytest.skip(message)
-        raise SchemaValidationError(message)
 
 
 def load_documents(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
@@ -398,8 +409,8 @@ def load_documents(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     return docs
 
 
-def validate_files(paths: Iterable[str | Path], versions: Iterable[str] = DEFAULT_VERSIONS, **kwargs: Any) -> int:
+def validate_files(paths: Iterable[str | Path], versions: Iterable[str] = DEFAULT_VERSIONS) -> int:
     """Validate every object in the given YAML files/directories (e.g. a render directory); returns the count."""
     docs = load_documents(paths)
-    validate_objects(docs, versions, **kwargs)
+    validate_objects(docs, versions)
     return len(docs)

@@ -112,7 +112,8 @@ re-runs:
 exit codes:
   0  hydrated (or already hydrated); DEST/.gpufleet/manifest.json is present and true
   1  unexpected error
-  2  usage or path error (bad arguments, unsafe remote path such as ../x or a\\b, symlink in DEST)
+  2  usage or path error (bad arguments, unsafe remote path such as ../x or a\\b, a remote name too long
+     for the file system, symlink in DEST)
   3  authentication or authorization failed (401/403, bad or missing credentials, gated repo)
   4  not found (repo, revision, bucket, prefix, object, URL, or no file matched --include/--exclude)
   5  disk full (not enough free space, ENOSPC, EDQUOT)
@@ -171,6 +172,10 @@ class _Aborted(Exception):
 def _os_error(exc: OSError, what: str) -> HydrateError:
     if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
         return DiskFullError(f"{what}: no space left on device")
+    if exc.errno == errno.ENAMETOOLONG:  # a remote name the volume's file system cannot hold: a path error
+        return UsageError(
+            f"{what}: file name too long for the destination's file system; leave the file out with --exclude"
+        )
     return HydrateError(f"{what}: {exc.strerror or exc}")
 
 
@@ -1651,6 +1656,37 @@ class Hydrator:
     def _backoff(self, failures: int) -> float:
         return min(30.0, self.args.retry_wait * (2 ** (failures - 1))) * (0.5 + random.random())
 
+    def _name_limits(self) -> tuple[int, int]:
+        """The destination file system's longest file name and path, in bytes (POSIX pathconf; 255 and 4096 when
+        it does not say)."""
+        limits = []
+        for what, default in (("PC_NAME_MAX", 255), ("PC_PATH_MAX", 4096)):
+            try:
+                value = os.pathconf(self.dest, what)
+            except (AttributeError, OSError, ValueError):
+                value = -1
+            limits.append(value if value > 0 else default)
+        return limits[0], limits[1]
+
+    def _check_name_lengths(self, files: list[RemoteFile]) -> None:
+        """Refuse, before fetching anything, a remote path the volume cannot hold (ENAMETOOLONG otherwise, after the
+        download)."""
+        name_max, path_max = self._name_limits()
+        room = path_max - len(os.fsencode(self.dest)) - 2
+        for rf in files:
+            longest = max(len(os.fsencode(part)) for part in rf.path.split("/"))
+            shown = repr(rf.path if len(rf.path) <= 80 else rf.path[:77] + "...")
+            if longest > name_max:
+                raise UsageError(
+                    f"remote file {shown}: a name of {longest} bytes is too long for the destination's file system "
+                    f"(at most {name_max}); leave the file out with --exclude"
+                )
+            if len(os.fsencode(rf.path)) > room:
+                raise UsageError(
+                    f"remote file {shown}: its path is too long for the destination's file system (at most "
+                    f"{path_max} bytes with {self.dest}); leave the file out with --exclude"
+                )
+
     def _select(self, remote: list[RemoteFile]) -> list[RemoteFile]:
         files = [rf for rf in remote if selected(rf.path, self.include, self.exclude)]
         if not remote:
@@ -1670,6 +1706,7 @@ class Hydrator:
             for i in range(1, len(parts)):
                 if "/".join(parts[:i]) in seen:
                     raise UsageError(f"path conflict in source: {'/'.join(parts[:i])!r} is both a file and a directory")
+        self._check_name_lengths(files)
         files.sort(key=lambda rf: rf.path)
         return files
 
@@ -2185,6 +2222,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # No abbreviations: --des would reach --dest past the collection's check of model_cache_extra_args.
+        allow_abbrev=False,
     )
     p.add_argument("--source", required=True, metavar="URI", help="hf://ORG/REPO, s3://BUCKET/PREFIX or http(s)://...")
     p.add_argument("--dest", required=True, metavar="DIR", help="directory to hydrate (created if missing)")

@@ -201,3 +201,122 @@ def _hosts(group: dict) -> set[str]:
     for child in ((group or {}).get("children") or {}).values():
         found |= _hosts(child)
     return found
+
+
+def run_playbook(inventory: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"), ANSIBLE_NOCOLOR="1")
+    return subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory / "hosts.yml"), str(REPO / "playbooks" / name), *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
+
+
+def snapshot(render: Path) -> dict:
+    return {p: p.read_text() for p in render.rglob("*.yaml")}
+
+
+@pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
+def test_a_selector_typo_on_a_running_deployment_fails_before_anything_is_written(tmp_path):
+    """Issue 25: a selector typo that still compiles dropped every replica of a running model, rc 0."""
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "inventories" / "example", inventory)
+    render = tmp_path / "rendered"
+    out = f"gpufleet_render_dir={render}"
+    playbook(inventory, "deploy.yml", "-e", out)
+    before = snapshot(render)
+    deployments = inventory / "group_vars" / "all" / "deployments.yml"
+    text = deployments.read_text()
+    typo = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("16Gi")) >= 0'
+    assert typo in text
+    deployments.write_text(text.replace(typo, 'device.capacity["nvidia.com"].memory.compareTo(quantity("16Gi")) >= 0'))
+
+    proc = run_playbook(inventory, "deploy.yml", "-e", out)
+    assert proc.returncode != 0
+    assert "would leave with fewer replicas than are serving now: qwen-demo" in proc.stdout
+    assert "qwen-demo: 3 serving now, this run would place 0" in proc.stdout
+    assert snapshot(render) == before  # nothing written or pruned
+
+    # Allowed by name, the run goes through and lists every replica it removed.
+    allowed = run_playbook(inventory, "deploy.yml", "-e", out, "-e", '{"gpufleet_allow_capacity_loss": ["qwen-demo"]}')
+    assert allowed.returncode == 0, allowed.stdout[-3000:]
+    assert "Replicas removed by this placement:" in allowed.stdout
+    assert allowed.stdout.count("qwen-demo: replica (") == 3
+    assert not list(render.glob("*/*/service-qwen-demo-*.yaml"))
+
+
+@pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
+def test_min_available_allows_a_loss_that_keeps_enough_replicas(tmp_path):
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "inventories" / "example", inventory)
+    render = tmp_path / "rendered"
+    out = f"gpufleet_render_dir={render}"
+    playbook(inventory, "deploy.yml", "-e", out)
+    cluster = sorted(clusters_of(render, "qwen-demo"))[0]
+    # The cluster leaves qwen-demo's candidates: 3 serving, 2 other clusters with room for 1 more each? No: the
+    # example has one GPU pool per cluster, so the replica cannot move - a loss of one.
+    deployments = inventory / "group_vars" / "all" / "deployments.yml"
+    text = deployments.read_text()
+    pattern = f"gpufleet_clusters:!{cluster}"
+    deployments.write_text(text.replace("    clusters: gpufleet_clusters\n", f'    clusters: "{pattern}"\n', 1))
+    proc = run_playbook(inventory, "deploy.yml", "-e", out)
+    if proc.returncode == 0:  # the replica found room elsewhere: no loss to guard
+        assert "Serving capacity lost" not in proc.stdout
+        return
+    assert "qwen-demo" in proc.stdout
+    deployments.write_text(
+        deployments.read_text().replace("    replicas: 3\n", "    replicas: 3\n    disruption: {min_available: 2}\n", 1)
+    )
+    allowed = run_playbook(inventory, "deploy.yml", "-e", out)
+    assert allowed.returncode == 0, allowed.stdout[-3000:]
+    assert "allowed by disruption.min_available (2 >= 2)" in allowed.stdout
+
+
+@pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [
+        (
+            '["gke-us-centrl1"]',
+            "gpufleet_drained_clusters: unknown cluster name 'gke-us-centrl1' (did you mean 'gke-us-central1'?",
+        ),
+        ("nope", "gpufleet_drained_clusters: unknown cluster name 'nope'"),
+    ],
+)
+def test_a_typo_in_the_drained_clusters_is_an_error(tmp_path, value, error):
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "inventories" / "example", inventory)
+    render = tmp_path / "rendered"
+    proc = run_playbook(
+        inventory, "deploy.yml", "-e", f"gpufleet_render_dir={render}", "-e", f"gpufleet_drained_clusters={value}"
+    )
+    assert proc.returncode != 0
+    assert error in proc.stdout, proc.stdout[-3000:]
+    assert not render.exists() or not list(render.rglob("*.yaml"))
+
+
+@pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
+def test_survey_forms_of_the_drained_clusters_drain_every_named_cluster(tmp_path):
+    """A survey sends text: a JSON list, or names separated by ', ' (whose space once dropped the second name)."""
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "inventories" / "example", inventory)
+    render = tmp_path / "rendered"
+    out = f"gpufleet_render_dir={render}"
+    playbook(inventory, "deploy.yml", "-e", out)
+    two = sorted(clusters_of(render, "qwen-demo"))[:2]
+    for form in (json.dumps(two), ", ".join(two)):
+        proc = run_playbook(inventory, "status.yml", "-e", out, "-e", json.dumps({"gpufleet_drained_clusters": form}))
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert "A deploy would change the placement of: qwen-demo" in proc.stdout, form
+
+
+@pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
+def test_teardown_with_a_mistyped_mode_fails(tmp_path):
+    inventory = tmp_path / "inventory"
+    shutil.copytree(REPO / "inventories" / "example", inventory)
+    proc = run_playbook(inventory, "teardown.yml", "-e", "teardown_confirm=true", "-e", "gpufleet_mode=aply")
+    assert proc.returncode != 0
+    assert "gpufleet_mode: must be one of render, apply (got aply)" in proc.stdout

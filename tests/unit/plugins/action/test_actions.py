@@ -297,3 +297,20 @@ def test_fleet_apply_renders_the_fleet_itself_for_the_clusters_it_reaches(exampl
 def test_fleet_apply_refuses_objects_for_a_cluster_it_cannot_reach():
     result = run_action("fleet_apply", {"connections": {}, "objects_by_cluster": {"x": [{"kind": "Service"}]}})
     assert result["failed"] is True and "without a connection: x" in result["msg"]
+
+
+def test_fleet_info_never_prints_an_inline_kubeconfig_or_an_s3_secret(example_task_vars):
+    token, secret = "sentinel-bearer-token-value", "sentinel/aws/secret+key"
+    example_task_vars["hostvars"]["onprem-a"]["gpufleet_kubeconfig"] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "users": [{"name": "admin", "user": {"token": token}}],
+    }
+    example_task_vars["gpufleet_model_caches"][0]["source"] = {"s3": {"uri": f"s3://AKIASENTINEL:{secret}@models/q"}}
+    result = run_action("fleet_info", {"pin_connections": ["onprem-a"]}, example_task_vars)
+    assert result["failed"] is True
+    paths = {e["path"] for e in result["errors"]}
+    assert {"hostvars['onprem-a'].gpufleet_kubeconfig", "gpufleet_model_caches[0].source.s3.uri"} <= paths
+    shown = json.dumps(result)
+    for value in (token, secret, "AKIASENTINEL", "aws/secret"):
+        assert value not in shown

@@ -88,9 +88,13 @@ def test_object_meta_rules_the_schema_cannot_express():
     assert "not JSON-serialisable" in failures(with_(DEPLOYMENT, "metadata.labels", {"a": {1, 2}}))
 
 
-@pytest.mark.skipif(
-    k8s_schemas.crd_schema_dir() is None, reason=f"CRD schemas not found at {k8s_schemas.SHARED_SCHEMAS}"
-)
+def test_crd_schemas_are_there():
+    """No CRD schema directory is a failure, not a skip: `make unit` depends on `make crds`."""
+    assert k8s_schemas.crd_schema_dir() is not None, k8s_schemas.missing_crd_schemas_message()
+    loaded = set(k8s_schemas._crd_validators())
+    assert loaded >= k8s_schemas.KNOWN_CRDS, sorted(k8s_schemas.KNOWN_CRDS - loaded)
+
+
 def test_custom_resources_are_closed_and_their_pods_checked_against_kubernetes():
     message = failures(with_(LWS, "spec.leaderWorkerTemplate.sizee", 2))
     assert (
@@ -135,22 +139,62 @@ def test_close_schema_follows_the_schemas_readme():
     assert "additionalProperties" not in schema  # the input is not modified
 
 
-def test_missing_crd_schemas_skip_with_a_clear_message_after_checking_built_ins(monkeypatch, tmp_path):
-    monkeypatch.setattr(k8s_schemas, "SHARED_SCHEMAS", tmp_path / "absent")
+def test_gateway_objects_are_checked():
+    gateway = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "gpufleet-gateway"},
+        "spec": {"gatewayClassName": "gpufleet-envoy", "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]},
+    }
+    k8s_schemas.validate_objects([gateway])
+    message = failures(with_(gateway, "spec.listeners.0.portt", 80))
+    assert "[CRD gateway.networking.k8s.io/v1 Gateway]: spec.listeners[0]: Additional properties" in message
+
+
+def test_missing_crd_schemas_fail_with_a_clear_message_after_checking_built_ins(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUFLEET_NO_SHARED_SCHEMAS", "1")
+    monkeypatch.setenv("GPUFLEET_CRD_SCHEMAS_CACHE", str(tmp_path / "no-cache"))
+    monkeypatch.delenv("GPUFLEET_CRD_SCHEMAS", raising=False)
     k8s_schemas._crd_validators.cache_clear()
     try:
-        with pytest.raises(pytest.skip.Exception) as skipped:
-            k8s_schemas.validate_objects([DEPLOYMENT, LWS])
-        assert "CRD schemas not found at" in str(skipped.value)
-        assert "LeaderWorkerSet/ml/gang (leaderworkerset.x-k8s.io/v1 LeaderWorkerSet)" in str(skipped.value)
-        # Built-in kinds are still checked first: their errors are failures, not skips.
+        assert k8s_schemas.crd_schema_dir() is None
+        message = failures(LWS)
+        assert "CRD schemas not found (looked in " in message
+        assert str(tmp_path / "no-cache") in message
+        assert "run `make crds`" in message
+        assert "LeaderWorkerSet/ml/gang (leaderworkerset.x-k8s.io/v1 LeaderWorkerSet)" in message
+        # Built-in kinds are still checked first: their errors come first, alone.
+        message = failures(with_(DEPLOYMENT, "spec.bogus", 1))
+        assert "Additional properties" in message
         with pytest.raises(k8s_schemas.SchemaValidationError, match="Additional properties"):
             k8s_schemas.validate_objects([with_(DEPLOYMENT, "spec.bogus", 1), LWS])
-        with pytest.raises(k8s_schemas.SchemaValidationError, match="CRD schemas not found"):
-            k8s_schemas.validate_objects([LWS], skip_missing_crds=False)
-        k8s_schemas.validate_objects([DEPLOYMENT])  # nothing custom: nothing to skip
+        k8s_schemas.validate_objects([DEPLOYMENT])  # nothing custom: nothing missing
+        # An explicit directory is the only one looked in.
+        monkeypatch.setenv("GPUFLEET_CRD_SCHEMAS", str(tmp_path / "explicit"))
+        assert f"looked in {tmp_path / 'explicit'}):" in failures(LWS)
     finally:
         k8s_schemas._crd_validators.cache_clear()
+
+
+def test_crd_schema_dir_order(monkeypatch, tmp_path):
+    shared, cache = tmp_path / "shared", tmp_path / "cache"
+    shared.mkdir()
+    monkeypatch.setattr(k8s_schemas, "SHARED_SCHEMAS", shared)
+    monkeypatch.setenv("GPUFLEET_CRD_SCHEMAS_CACHE", str(cache))
+    monkeypatch.delenv("GPUFLEET_NO_SHARED_SCHEMAS", raising=False)
+    monkeypatch.delenv("GPUFLEET_CRD_SCHEMAS", raising=False)
+    assert k8s_schemas.crd_schema_dir() == shared
+    monkeypatch.setenv("GPUFLEET_NO_SHARED_SCHEMAS", "1")
+    assert k8s_schemas.crd_schema_dir() is None  # the cache is not there
+    fetched = cache / k8s_schemas.crd_fetch.cache_key()
+    fetched.mkdir(parents=True)
+    for name in k8s_schemas.crd_fetch.expected_files():
+        (fetched / name).write_text("{}")
+    assert k8s_schemas.crd_schema_dir() is None  # incomplete: no README.md yet
+    (fetched / "README.md").write_text("")
+    assert k8s_schemas.crd_schema_dir() == fetched
+    monkeypatch.setenv("GPUFLEET_CRD_SCHEMAS", str(shared))
+    assert k8s_schemas.crd_schema_dir() == shared
 
 
 def test_files_and_directories(tmp_path: Path):

@@ -410,6 +410,92 @@ def test_bad_options_are_rejected(options, message):
         HydrationOptions.from_mapping(options)
 
 
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["--des", "/elsewhere"], "--des (abbreviates --dest)"),
+        (["--de=/elsewhere"], "--de (abbreviates --dest)"),
+        (["--rev", "v2"], "--rev (abbreviates --revision)"),
+        (["--revision=v2"], "--revision"),
+        (["--sou", "hf://other/repo"], "--sou (abbreviates --source)"),
+        (["--endpoint", "https://other"], "--endpoint (abbreviates --endpoint-url)"),
+        (["--inc=*.bin"], "--inc (abbreviates --include)"),
+        (["--ex", "*"], "--ex (abbreviates --exclude)"),
+        (["--work", "64"], "--work (abbreviates --workers)"),
+    ],
+)
+def test_extra_args_refuse_abbreviations_of_the_options_the_cache_sets(args, shown):
+    with pytest.raises(CacheObjectsError) as err:
+        HydrationOptions.from_mapping({"extra_args": args})
+    assert f"extra_args must not set {shown}:" in str(err.value)
+    assert "/elsewhere" not in str(err.value)
+
+
+def test_extra_args_that_abbreviate_nothing_reserved_pass():
+    opts = HydrationOptions.from_mapping(
+        {"extra_args": ["--verify", "--refresh", "--no-verify-etag", "--digest-retries", "3"]}
+    )
+    assert opts.extra_args[-1] == "3"
+
+
+@pytest.mark.parametrize(
+    ("env", "path", "what"),
+    [
+        ([{"name": "HF_TOKEN", "value": TOKEN}], "env[0].value", "HF_TOKEN looks like a credential"),
+        (
+            [{"name": "HOME", "value": "/scratch"}, {"name": "PROXY_PASSWORD", "value": TOKEN}],
+            "env[1].value",
+            "PROXY_PASSWORD looks like a credential",
+        ),
+        ([{"name": "MY_API_KEY", "value": TOKEN}], "env[0].value", "MY_API_KEY looks like a credential"),
+        (
+            [{"name": "HTTPS_PROXY", "value": f"http://user:{TOKEN}@proxy:3128"}],
+            "env[0].value",
+            "the value of HTTPS_PROXY carries a user name or password",
+        ),
+        (
+            [{"name": "HTTPS_PROXY", "value": f"user:{TOKEN}@proxy:3128"}],
+            "env[0].value",
+            "the value of HTTPS_PROXY carries a user name or password",
+        ),
+        (
+            [{"name": "PIP_INDEX_URL", "value": f"https://pypi.example.com/simple?token={TOKEN}"}],
+            "env[0].value",
+            "the value of PIP_INDEX_URL carries credential query parameter(s) token",
+        ),
+    ],
+)
+def test_credentials_in_env_values_are_refused_pointing_at_secrets(env, path, what):
+    with pytest.raises(CacheObjectsError) as err:
+        HydrationOptions.from_mapping({"env": env})
+    message = str(err.value)
+    assert f"{path}: {what}" in message
+    assert "secretKeyRef" in message and "model_cache_secrets" in message
+    assert TOKEN not in message
+    with pytest.raises(CacheObjectsError):  # the filter's path: nothing is rendered
+        objects(options={"env": env})
+
+
+def test_env_without_credential_values_is_rendered():
+    env = [
+        {"name": "HTTPS_PROXY", "value": "http://proxy.example.com:3128"},
+        {"name": "NO_PROXY", "value": "localhost,.svc"},
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
+        {"name": "KEYBOARD_LAYOUT", "value": "us"},
+    ]
+    job = by_kind(objects(options={"env": env}))["Job"]
+    assert env_map(job)["HTTPS_PROXY"] == "http://proxy.example.com:3128"
+    assert env_map(job)["HF_TOKEN"] == {"secretKeyRef": {"name": "hf", "key": "token"}}
+
+
+@pytest.mark.parametrize("size", ["-5Gi", "0", 0, "0Gi", "-1"])
+def test_a_cache_size_must_be_positive(size):
+    with pytest.raises(FleetValidationError) as err:
+        objects(cache(size=size))
+    assert [path for path, _reason in err.value.errors] == ["gpufleet_model_caches[name=qwen].size"]
+    assert "greater than zero" in str(err.value)
+
+
 def test_bad_cache_fails_with_the_field_path():
     bad = cache()
     bad["source"]["hugging_face"]["repo"] = "not a repo"

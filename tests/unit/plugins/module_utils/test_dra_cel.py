@@ -893,6 +893,38 @@ def test_unexpected_python_errors_surface_as_selector_eval_error(monkeypatch):
         sel.matches(device())
 
 
+FAR_APART = "quantity arithmetic across scales this far apart is not supported"
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'quantity("1e200000").add(quantity("1e-9")).isGreaterThan(quantity("0"))',
+        'quantity("1e200000").sub(quantity("1e-9")).isGreaterThan(quantity("0"))',
+        'quantity("1e200000").sub(1).isGreaterThan(quantity("0"))',
+        'device.capacity["dra.example.com"].memory.add(quantity("1")).isGreaterThan(quantity("0"))',
+        # div/divInt would build 10**200004 (for 1e20000000 that took 20 s a device): refused like add/sub (selectors.md)
+        'quantity("1e200000").div(3).isGreaterThan(quantity("0"))',
+        'device.capacity["dra.example.com"].memory.divInt(3).isGreaterThan(quantity("0"))',
+    ],
+)
+def test_quantity_arithmetic_errors_are_selector_eval_errors(expression):
+    """quantity.py refuses to materialise 10**200000 (upstream would); that refusal is a CEL runtime error: matches()
+    raises SelectorEvalError and nothing else (the documented contract), evaluate_with_cost too."""
+    dev = device(D, capacity={"memory": {"value": "1e200000"}})
+    sel = compile_selector(expression)
+    for call in (sel.matches, sel.evaluate, sel.evaluate_with_cost):
+        with pytest.raises(SelectorEvalError, match=FAR_APART):
+            call(dev)
+
+
+def test_quantity_arithmetic_error_is_absorbed_like_any_cel_error():
+    """A runtime error in an operand of ``||`` / ``&&`` is absorbed when the other operand decides (CEL semantics)."""
+    bad = 'quantity("1e200000").add(quantity("1e-9")).isGreaterThan(quantity("0"))'
+    assert compile_selector(f"{bad} || true").matches(device()) is True
+    assert compile_selector(f"{bad} && false").matches(device()) is False
+
+
 # --------------------------------------------------------------------------- runtime cost (cel-go's model)
 
 

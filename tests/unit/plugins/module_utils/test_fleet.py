@@ -435,6 +435,178 @@ MALFORMED: list[tuple[str, Mutator, str, str]] = [
         "hostvars['eks-us-east-1'].gpufleet_eks.kubernetes_version",
         "must be a Kubernetes version",
     ),
+    # Issue 23: values the API server rejects in what we render are validation errors with the field path.
+    (
+        "toleration-key-not-qualified",
+        _set("deployments.0.tolerations", [{"key": "bad key!", "operator": "Exists"}]),
+        "gpufleet_model_deployments[0].tolerations[0].key",
+        "must be a taint key (a label key), an optional DNS subdomain prefix",
+    ),
+    (
+        "toleration-key-name-over-63",
+        _set("deployments.0.tolerations", [{"key": "example.com/" + "a" * 64, "operator": "Exists"}]),
+        "gpufleet_model_deployments[0].tolerations[0].key",
+        "must be a taint key",
+    ),
+    (
+        "toleration-key-prefix-over-253",
+        _set("deployments.0.tolerations", [{"key": ("a" * 60 + ".") * 5 + "io/x", "operator": "Exists"}]),
+        "gpufleet_model_deployments[0].tolerations[0].key",
+        "must be a taint key",
+    ),
+    (
+        "toleration-key-trailing-newline",
+        _set("deployments.0.tolerations", [{"key": "gpufleet.io/drain\n", "operator": "Exists"}]),
+        "gpufleet_model_deployments[0].tolerations[0].key",
+        "(got 'gpufleet.io/drain\\n')",
+    ),
+    (
+        "toleration-value-not-a-label-value",
+        _set("deployments.0.tolerations", [{"key": "dedicated", "value": "ml team", "effect": "NoSchedule"}]),
+        "gpufleet_model_deployments[0].tolerations[0].value",
+        "must be a taint value (a label value)",
+    ),
+    (
+        "toleration-seconds-without-noexecute",
+        _set(
+            "deployments.0.tolerations",
+            [{"key": "gpufleet.io/drain", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 30}],
+        ),
+        "gpufleet_model_deployments[0].tolerations[0].tolerationSeconds",
+        "is only allowed with effect NoExecute (got effect NoSchedule)",
+    ),
+    (
+        "toleration-seconds-without-effect",
+        _set(
+            "deployments.0.tolerations", [{"key": "gpufleet.io/drain", "operator": "Exists", "tolerationSeconds": 30}]
+        ),
+        "gpufleet_model_deployments[0].tolerations[0].tolerationSeconds",
+        "is only allowed with effect NoExecute (got effect empty)",
+    ),
+    (
+        "template-toleration-key",
+        _set(
+            f"{STANDALONE}.template.spec.tolerations",
+            [{"key": "dedicated", "operator": "Exists"}, {"key": "-dedicated", "operator": "Exists"}],
+        ),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.spec.tolerations[1].key",
+        "must be a taint key",
+    ),
+    (
+        "template-toleration-operator",
+        _set(f"{STANDALONE}.template.spec.tolerations", [{"key": "dedicated", "operator": "In"}]),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.spec.tolerations[0].operator",
+        "must be one of Exists, Equal",
+    ),
+    (
+        "template-toleration-exists-with-value",
+        _set(f"{STANDALONE}.template.spec.tolerations", [{"key": "dedicated", "operator": "Exists", "value": "ml"}]),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.spec.tolerations[0]",
+        "value must be empty when operator is Exists (got 'ml')",
+    ),
+    (
+        "template-toleration-seconds",
+        _set(
+            f"{STANDALONE}.template.spec.tolerations",
+            [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 5}],
+        ),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.spec.tolerations[0].tolerationSeconds",
+        "only allowed with effect NoExecute",
+    ),
+    (
+        "template-tolerations-not-a-list",
+        _set(f"{STANDALONE}.template.spec.tolerations", {"key": "dedicated"}),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.spec.tolerations",
+        "must be a list (got dict)",
+    ),
+    (
+        "template-node-selector-key",
+        _set(f"{STANDALONE}.template.spec.nodeSelector", {"cloud.google.com/gke nodepool": "a"}),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.spec.nodeSelector['cloud.google.com/gke nodepool']",
+        "must be a node label key",
+    ),
+    (
+        "template-node-selector-value",
+        _set(f"{STANDALONE}.template.spec.nodeSelector", {"zone": "us central1"}),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.spec.nodeSelector.zone",
+        "must be a node label value: a string",
+    ),
+    (
+        "template-label-key",
+        _set(f"{STANDALONE}.template.metadata", {"labels": {"-team": "a"}}),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.metadata.labels['-team']",
+        "must be a label key",
+    ),
+    (
+        "template-annotation-key",
+        _set(f"{STANDALONE}.template.metadata", {"annotations": {"example.com/a/b": "x"}}),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.metadata.annotations['example.com/a/b']",
+        "must be an annotation key",
+    ),
+    (
+        "template-annotation-not-a-string",
+        _set(f"{STANDALONE}.template.metadata", {"annotations": {"prometheus.io/port": 8000}}),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.metadata.annotations['prometheus.io/port']",
+        "must be a string (got int)",
+    ),
+    (
+        "template-annotations-over-256k",
+        _set(f"{STANDALONE}.template.metadata", {"annotations": {"a": "x" * 200_000, "b": "y" * 70_000}}),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.metadata.annotations",
+        "Kubernetes allows at most 262144",
+    ),
+    (
+        "template-metadata-not-a-mapping",
+        _set(f"{STANDALONE}.template.metadata", ["labels"]),
+        "gpufleet_model_deployments[0].engines[0].members[0].template.metadata",
+        "must be a mapping (got list)",
+    ),
+    (
+        "gateway-namespace",
+        _set("deployments.0.gateway", {"name": "gw", "namespace": "Gateway_NS"}),
+        "gpufleet_model_deployments[0].gateway.namespace",
+        "must be a namespace name, a DNS label: at most 63 lowercase letters, digits and '-', starting and ending "
+        "alphanumeric (got 'Gateway_NS')",
+    ),
+    (
+        "gateway-section-name",
+        _set("deployments.0.gateway", {"name": "gw", "section_name": "HTTPS"}),
+        "gpufleet_model_deployments[0].gateway.section_name",
+        "must be a Gateway listener name (SectionName), a DNS subdomain",
+    ),
+    (
+        "gateway-section-name-over-253",
+        _set("deployments.0.gateway", {"name": "gw", "section_name": "a" * 254}),
+        "gpufleet_model_deployments[0].gateway.section_name",
+        "must be a Gateway listener name (SectionName)",
+    ),
+    (
+        "gateway-name-empty",
+        _set("deployments.0.gateway", {"name": ""}),
+        "gpufleet_model_deployments[0].gateway.name",
+        "must be a Gateway name, a DNS subdomain",
+    ),
+    (
+        "kserve-base-ref",
+        _set("deployments.0.kserve", {"base_refs": ["kserve-config-llm-template", "Team Extras"]}),
+        "gpufleet_model_deployments[0].kserve.base_refs[1]",
+        "must be the name of an LLMInferenceServiceConfig, a DNS subdomain: at most 253 characters, DNS labels joined "
+        "by '.' (got 'Team Extras')",
+    ),
+    (
+        "kserve-base-ref-not-a-string",
+        _set("deployments.0.kserve", {"base_refs": [7]}),
+        "gpufleet_model_deployments[0].kserve.base_refs[0]",
+        "must be a string",
+    ),
+    # ``name: |`` (a YAML block scalar) ends in a newline: "$" in a Python pattern used to let it through.
+    ("name-trailing-newline", _set("deployments.0.name", "qwen-demo\n"), "gpufleet_model_deployments[0].name", "DNS"),
+    (
+        "kubernetes-version-trailing-newline",
+        _set("hosts.eks-us-east-1.gpufleet_eks.kubernetes_version", "1.36\n"),
+        "hostvars['eks-us-east-1'].gpufleet_eks.kubernetes_version",
+        "must be a Kubernetes version",
+    ),
     # Two caches on one PVC.
     (
         "cache-duplicate-claim-name",
@@ -487,6 +659,47 @@ def test_selector_check_can_be_skipped():
     data = example_fleet()
     _set(f"{STANDALONE}.node_selector.devices.0.selectors.0.cel", "device.driver ==")(data)
     run(data, check_selectors=False)
+
+
+def test_what_kubernetes_accepts_still_validates():
+    """The issue 23 checks reject only what the API server rejects."""
+    data = example_fleet()
+    dep = data["deployments"][0]
+    dep["tolerations"] = [
+        {"operator": "Exists"},  # every taint
+        {"key": "example.com/GPU_Type.v2", "operator": "Equal", "value": "", "effect": ""},  # "": every effect
+        {"key": "gpufleet.io/drain", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": -1},
+        {"key": "dedicated", "value": "ml.team_a-1"},
+    ]
+    dep["gateway"] = {"name": "gw.example", "namespace": "", "section_name": "https.example.com"}
+    dep["kserve"] = {"base_refs": ["kserve-config-llm-template", "team.extras"]}
+    template = dep["engines"][0]["members"][0]["template"]
+    template["metadata"] = {
+        "labels": {"example.com/team": "", "Team": "A_b.c"},
+        "annotations": {"Example.com/Owner": "x" * 1000, "note": ""},  # annotation keys are lower-cased first
+    }
+    template["spec"]["nodeSelector"] = {"topology.kubernetes.io/zone": "us-central1-a"}
+    template["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    parsed = run(data).deployments[0]
+    assert parsed.tolerations[1].effect is None  # tolerates every effect, rendered without one
+    assert parsed.gateway is not None and parsed.gateway.namespace is None
+    assert parsed.gateway.section_name == "https.example.com"
+    assert parsed.kserve.base_refs == ["kserve-config-llm-template", "team.extras"]
+
+
+def test_label_and_annotation_keys_follow_kubernetes():
+    from ansible_collections.gpufleet.serving.plugins.module_utils.contract import is_label_key, is_label_value
+    from ansible_collections.gpufleet.serving.plugins.module_utils.models import check_annotation_key
+
+    assert is_label_key("a" * 63) and is_label_key("example.com/" + "a" * 63)
+    assert not is_label_key("a" * 64)
+    assert is_label_key("a" * 253 + "/x") and not is_label_key("a." * 126 + "ab/x")  # 254-character prefix
+    for bad in ("", "/x", "example.com/", "a/b/c", "Example.com/x", "x\n", "example.com\n/x", "-x", 3):
+        assert not is_label_key(bad), bad
+    assert is_label_value("") and not is_label_value("x\n") and not is_label_value(3)
+    assert check_annotation_key("Example.com/Owner") == "Example.com/Owner"
+    with pytest.raises(ValueError, match="must be an annotation key"):
+        check_annotation_key("example.com/a b")
 
 
 def test_toleration_semantics_follow_kubernetes():

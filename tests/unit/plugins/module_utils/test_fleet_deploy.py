@@ -13,6 +13,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy impo
     PLACEMENT_ANNOTATION,
     explain_lines,
     fleet_manifests,
+    observe,
     observed_replicas,
     place_fleet,
 )
@@ -140,7 +141,7 @@ def test_fleet_manifests_has_every_cluster_and_only_placed_objects():
     assert "LeaderWorkerSet" in kinds
 
 
-def test_unreadable_annotation_is_an_error():
+def test_unreadable_annotation_is_an_error_for_the_strict_reader():
     bad = {"metadata": {"name": "svc", "annotations": {PLACEMENT_ANNOTATION: "{not json"}}}
     with pytest.raises(GpufleetError, match="unreadable"):
         observed_replicas([bad])
@@ -164,11 +165,77 @@ def test_duplicates_are_read_once():
         ),
     ],
 )
-def test_an_unreadable_record_names_the_object(annotation, reason):
-    svc = {"metadata": {"name": "svc-a", "annotations": {PLACEMENT_ANNOTATION: annotation}}}
-    with pytest.raises(GpufleetError, match=r"object 'svc-a' carries an unreadable gpufleet\.io/placement") as info:
+def test_an_unreadable_record_names_the_cluster_and_the_object(annotation, reason):
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": "svc-a",
+            "namespace": "chat-team",
+            "labels": {"gpufleet.io/deployment": "chat"},
+            "annotations": {PLACEMENT_ANNOTATION: annotation},
+        },
+    }
+    seen = observe([("lf-beta", svc, None)])
+    (skipped,) = seen.skipped
+    assert skipped.reason.startswith("Service lf-beta/chat-team/svc-a carries an unreadable gpufleet.io/placement")
+    assert reason in skipped.reason
+    assert (skipped.cluster, skipped.namespace, skipped.name, skipped.deployment) == (
+        "lf-beta",
+        "chat-team",
+        "svc-a",
+        "chat",
+    )
+    with pytest.raises(GpufleetError, match=r"Service \?/chat-team/svc-a carries an unreadable"):
         observed_replicas([svc])
-    assert reason in str(info.value)
+
+
+def replica_service(record, cluster="c", name="svc", deployment="d", annotation=None):
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "labels": {"gpufleet.io/deployment": deployment, "gpufleet.io/cluster": cluster},
+            "annotations": {PLACEMENT_ANNOTATION: annotation if annotation is not None else json.dumps(record)},
+        },
+    }
+
+
+def test_an_unreadable_annotation_skips_only_that_object():
+    engines = [{"name": "main", "copies": 1, "members": [{"role": "Standalone", "pool": "l4", "nodes": 1}]}]
+    good = [
+        {"deployment": d, "cluster": c, "index": 0, "name": f"{d}-{c}", "namespace": "ns", "engines": engines}
+        for d, c in (("a", "x"), ("b", "y"))
+    ]
+    objects = [
+        ("x", replica_service(good[0], "x", "a-x", "a"), None),
+        ("y", replica_service(None, "y", "b-bad", "b", annotation="{not json"), "y/ns/service-b-bad.yaml"),
+        ("y", replica_service(good[1], "y", "b-y", "b"), None),
+        ("z", replica_service(None, "z", "stray", "", annotation="[]"), None),
+    ]
+    seen = observe(objects)
+    assert seen.replicas() == good  # every readable record, in order
+    assert [(s.cluster, s.name, s.deployment, s.path) for s in seen.skipped] == [
+        ("y", "b-bad", "b", "y/ns/service-b-bad.yaml"),
+        ("z", "stray", None, None),
+    ]
+    assert seen.held() == ["b"]  # nothing of b may be pruned; the stray names no deployment: it is kept itself
+    lines = [s.line() for s in seen.skipped]
+    assert lines[0].startswith("Service y/ns/b-bad carries an unreadable gpufleet.io/placement annotation: ")
+    assert lines[0].endswith("(skipped; nothing of deployment b is pruned this run)")
+    assert lines[1].endswith("(skipped; it names no deployment, so it is kept)")
+    assert seen.skipped[0].to_dict() == {
+        "cluster": "y",
+        "kind": "Service",
+        "api_version": "v1",
+        "namespace": "ns",
+        "name": "b-bad",
+        "deployment": "b",
+        "reason": seen.skipped[0].reason,
+        "path": "y/ns/service-b-bad.yaml",
+    }
 
 
 def test_explain_lines_flatten_clusters_and_pools():

@@ -920,10 +920,32 @@ def test_noexecute_toleration_retains_in_place():
     assert ids(result) == [("a", 0)]
 
 
-def test_drain_with_nowhere_to_go_leaves_the_count_unmet():
-    result = run(deployment(), [cluster("a", taints=[DRAIN])], [observed("my-model", "a")])
+def test_a_forced_drain_with_nowhere_to_go_leaves_the_count_unmet():
+    result = run(deployment(), [cluster("a", taints=[DRAIN])], [observed("my-model", "a")], force_drain=True)
     assert result["replicas"] == []
     assert result["condition"]["reason"] == "InsufficientCapacity"
+
+
+def test_a_safe_drain_keeps_the_replicas_it_cannot_replace():
+    """Issue 25: a drain with no room elsewhere removed every replica of the drained cluster (6 -> 3)."""
+    result = run(deployment(), [cluster("a", taints=[DRAIN])], [observed("my-model", "a")])
+    assert ids(result) == [("a", 0)]
+    assert result["dropped"] == []
+    assert result["condition"]["reason"] == "ReplicasCreated"
+    assert result["warnings"] == [
+        "replica (a, 0) stays on drained cluster a: no other cluster can take its replacement (drain with force to "
+        "remove it anyway)"
+    ]
+
+
+def test_a_safe_drain_moves_what_fits_and_keeps_the_rest():
+    dep = deployment(replicas=3)
+    clusters = [cluster("a", [("default", "l4", 3)], taints=[DRAIN]), cluster("b", [("default", "l4", 1)])]
+    seen = [observed("my-model", "a", i) for i in range(3)]
+    result = run(dep, clusters, seen)
+    assert sorted(ids(result)) == [("a", 0), ("a", 1), ("b", 0)]  # one moved (the highest index), two stay
+    assert [(d["cluster"], d["index"]) for d in result["dropped"]] == [("a", 2)]
+    assert len(result["warnings"]) == 2
 
 
 def test_noschedule_toleration_does_not_cover_a_noexecute_taint():

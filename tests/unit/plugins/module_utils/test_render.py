@@ -735,8 +735,11 @@ def test_managed_labels_cannot_be_overridden():
     with pytest.raises(GpufleetError, match="not a valid label value"):
         render(dep, labels={"team": "has space"})
     member["template"]["metadata"]["labels"]["replicas"] = 3
+    # Caught with the deployment's field path before anything is rendered (issue 23).
     with pytest.raises(
-        GpufleetError, match=r"Standalone template metadata\.labels\.replicas: must be a string \(got 3\)"
+        GpufleetError,
+        match=r"deployment\.engines\[0\]\.members\[0\]\.template\.metadata\.labels\.replicas: must be a label value: "
+        r"a string.* \(got 3\)",
     ):
         render(dep)
 
@@ -794,6 +797,34 @@ def test_http_route_only_with_a_gateway_and_deployment_gateway_wins():
     dep["gateway"] = {"name": "team-gw"}
     route = one(render(dep, gateway={"name": "fleet-gw"}), "HTTPRoute")
     assert route["spec"]["parentRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "team-gw"}]
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"gateway": {"name": "gw", "namespace": "GW"}}, "gateway.namespace: must be a namespace name"),
+        ({"gateway": {"name": "gw", "section_name": "HTTP"}}, "gateway.section_name: must be a Gateway listener name"),
+        ({"annotations": {"bad key": "x"}}, "annotations: must be an annotation key"),
+        ({"annotations": {"a": "x" * 262_144}}, "Kubernetes allows at most 262144"),
+    ],
+)
+def test_render_options_kubernetes_rejects_are_errors(kw, message):
+    """The filter's own options are checked as the deployment's fields are (issue 23)."""
+    with pytest.raises(FleetValidationError, match=re.escape(message)):
+        render(deployment(), **kw)
+
+
+def test_empty_gateway_fields_and_toleration_effect_are_rendered_unset():
+    dep = deployment(
+        gateway={"name": "gw", "namespace": "", "section_name": ""},
+        tolerations=[{"key": "gpufleet.io/drain", "operator": "Exists", "effect": ""}],
+    )
+    objs = render(dep)
+    assert one(objs, "HTTPRoute")["spec"]["parentRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"}
+    ]
+    tolerations = one(objs, "Deployment")["spec"]["template"]["spec"]["tolerations"]
+    assert {"key": "gpufleet.io/drain", "operator": "Exists"} in tolerations
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -184,6 +184,13 @@ def test_overrides_merge_values_and_render_specs():
         (None, {"compute_domains": "yes"}, "serving_stack.compute_domains: must be one of auto, enabled, disabled"),
         (None, {"driver_root": "nvidia"}, "serving_stack.driver_root: 'nvidia' must be an absolute path"),
         (None, {"gateway": {"enabled": True, "namespace": "Gw"}}, "serving_stack.gateway.namespace"),
+        # Issue 23: a GatewayClass the API server rejects (controllerName is a domain-prefixed path).
+        (
+            None,
+            {"gateway": {"enabled": True, "controller_name": "envoy gateway"}},
+            "serving_stack.gateway.controller_name: must be a Gateway API controller name: a domain, '/' and a path",
+        ),
+        (None, {"gateway": {"controller_name": "gateway.envoyproxy.io"}}, "serving_stack.gateway.controller_name"),
     ],
 )
 def test_bad_input_names_the_field(overrides, options, message):

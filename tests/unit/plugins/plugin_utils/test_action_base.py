@@ -48,3 +48,13 @@ def test_failure_shape():
     out = failure("m", FleetValidationError([("a.b", "is required"), ("c", "bad")]), "the fleet is not valid")
     assert out["msg"] == "m: the fleet is not valid\na.b: is required\nc: bad"
     assert out["errors"] == [{"path": "a.b", "reason": "is required"}, {"path": "c", "reason": "bad"}]
+
+
+def test_failure_redacts_every_url_credential_it_carries():
+    # A client library's error may quote a URL with a password (a proxy, a kubeconfig's server); the one failure
+    # shape is the last guard.
+    out = failure("m", FleetValidationError([("p", "cannot reach http://u:pr0xy-pw@proxy:3128/ (refused)")]))
+    assert "pr0xy-pw" not in repr(out)
+    assert out["errors"] == [{"path": "p", "reason": "cannot reach http://proxy:3128/ (refused)"}]
+    out = failure("m", GpufleetError("GET https://h/api?token=t0ken-value failed"))
+    assert "t0ken-value" not in repr(out) and out["msg"] == "m: GET https://h/api?token=<redacted> failed"

@@ -213,6 +213,32 @@ def test_usage_errors_exit_2(tmp_path: Path, hyd, url: str, message: str) -> Non
     assert res.rc == 2 and message in res.err
 
 
+def test_a_file_name_too_long_for_the_volume_exits_2_before_fetching(
+    http_server: BlobServer, tmp_path: Path, hyd
+) -> None:
+    name = "m" * 300 + ".bin"  # a URL path may hold it; a file system's names have at most 255 bytes
+    http_server.put(f"/{name}", BIG)
+    res = hyd(*args(f"{http_server.url}/{name}", tmp_path / "d"))
+    assert res.rc == 2, res
+    assert "too long" in res.err and "usage" in res.err
+    assert [r for r in gets(http_server) if r["range"] != "bytes=0-0"] == []  # refused after the probe, before fetching
+    assert not (tmp_path / "d" / ".gpufleet" / "manifest.json").exists()
+
+
+def test_enametoolong_while_creating_the_file_exits_2(
+    http_server: BlobServer, tmp_path: Path, hyd, monkeypatch
+) -> None:
+    # A volume whose limit the hydrator cannot learn up front (pathconf says more than it takes): the file system's
+    # ENAMETOOLONG when the file is created is a path error (exit 2), not an unexpected one (exit 1).
+    name = "m" * 300 + ".bin"
+    http_server.put(f"/{name}", BIG)
+    monkeypatch.setattr(os, "pathconf", lambda path, what: 4096)
+    res = hyd(*args(f"{http_server.url}/{name}", tmp_path / "d"))
+    assert res.rc == 2, res
+    assert "too long" in res.err
+    assert not (tmp_path / "d" / ".gpufleet" / "manifest.json").exists()
+
+
 def test_dest_through_symlink_is_refused(http_server: BlobServer, tmp_path: Path, hyd) -> None:
     http_server.put("/m.bin", b"x")
     dest = tmp_path / "d"

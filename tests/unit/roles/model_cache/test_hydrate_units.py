@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import glob
+import os
 import re
 import subprocess
 import sys
@@ -148,6 +150,19 @@ def test_help_documents_the_contract() -> None:
 def test_missing_arguments_exit_2() -> None:
     res = run_cli(["--source", "s3://b/p"])
     assert res.returncode == 2 and "--dest" in res.stderr
+
+
+@pytest.mark.parametrize("arg", ["--des", "--rev", "--sou", "--endpoint", "--wor"])
+def test_abbreviated_options_are_refused(arg: str) -> None:
+    # The collection refuses --dest/--revision/... in model_cache_extra_args; an abbreviation must not reach them.
+    res = run_cli(["--source", "s3://b/p", "--dest", "/tmp/x", arg, "v"])
+    assert res.returncode == 2 and "unrecognized arguments" in res.stderr, res
+
+
+def test_enametoolong_is_a_path_error(hydrate: Any) -> None:
+    err = hydrate._os_error(OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG)), "installing x")
+    assert isinstance(err, hydrate.UsageError) and err.code == 2
+    assert "too long" in str(err)
 
 
 def test_dest_that_is_a_file_exits_2(tmp_path: Path, hyd) -> None:
