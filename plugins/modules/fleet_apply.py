@@ -25,11 +25,12 @@ description:
     same rendering and still holds every value the rendering sets, so an unchanged fleet sends no write and a value
     somebody changed is put back.
   - Current is judged on the fields the collection manages, as server-side apply merges them. The object's
-    C(metadata.managedFields) entry of O(field_manager) (read with the list, no request of its own) must still hold every
-    field the rendering sets - a field another manager changed or removed since is no longer there, so the object is
-    applied again - and the object must still hold every value. In a list Kubernetes merges by key (containers and env
-    by name, ports by port and protocol, volumes by name, volumeMounts by mountPath, ...) each of our items is found by
-    its key; items another manager added (C(kubectl set env), a mutating webhook) make no apply and are left alone.
+    C(metadata.managedFields) entry of O(field_manager) (read with the list, no request of its own) must still hold
+    every field the rendering sets - a field another manager changed or removed since is no longer there, so the
+    object is applied again - and the object must still hold every value. In a list Kubernetes merges by key
+    (containers and env by name, ports by port and protocol, volumes by name, volumeMounts by mountPath, ...) each of
+    our items is found by its key; items another manager added (C(kubectl set env), a mutating webhook) make no apply
+    and are left alone.
     Atomic lists (args, command, tolerations) must be the same. Quantities compare as Kubernetes quantities (a C(cpu)
     of C(2) is the stored C("2"), one of C("0.5") the stored C("500m")).
   - B(wait) - with O(wait), polls each cluster's workloads until their own replica counts equal their desired counts
