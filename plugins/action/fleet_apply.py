@@ -58,6 +58,7 @@ class ActionModule(GpufleetAction):
             check_mode=bool(self._task.check_mode),
             hold=hold,
             keep=keep,
+            prune=args["prune"],
         )
         outcomes, held = reconcile_fleet(apis, desired, opts, lost=lost)
         clusters = {name: outcomes[name].to_dict() for name in sorted(outcomes)}
@@ -70,7 +71,9 @@ class ActionModule(GpufleetAction):
             "pending": [{"cluster": name, **p} for name, c in clusters.items() for p in c["pending"]],
         }
         if args["state_file"] and not self._task.check_mode:
-            result["state_changed"] = self._record(Path(args["state_file"]), args["replicas"], failed)
+            # Clusters not read this run (unreachable, or outside the play) keep their records as they were.
+            kept = {**{name: "not read this run" for name in args["unread"]}, **failed}
+            result["state_changed"] = self._record(Path(args["state_file"]), args["replicas"], kept)
         if failed and args["fail_on_cluster_error"]:
             result["failed"] = True
             result["msg"] = "fleet_apply: clusters not reconciled: " + "; ".join(f"{n}: {m}" for n, m in failed.items())

@@ -64,9 +64,11 @@ def serving_stack_objects(objects: Any, existing: Any = None) -> dict[str, Any]:
     return objects_to_apply(objects, existing)
 
 
-def serving_stack_check(plan: Any, device_classes: Any = None, slices: Any = None, nodes: Any = None) -> dict[str, Any]:
-    """``plan | gpufleet.serving.serving_stack_check(device_classes, resource_slices, nodes)``."""
-    return check_cluster(plan, device_classes, slices, nodes)
+def serving_stack_check(
+    plan: Any, device_classes: Any = None, slices: Any = None, nodes: Any = None, daemonsets: Any = None
+) -> dict[str, Any]:
+    """``plan | gpufleet.serving.serving_stack_check(device_classes, resource_slices, nodes, daemonsets)``."""
+    return check_cluster(plan, device_classes, slices, nodes, daemonsets)
 
 
 class FilterModule:

@@ -167,6 +167,9 @@ class Allocation:
     chosen: list[Chosen] = field(default_factory=list)
     why: str = ""
     synthetic: list[str] = field(default_factory=list)  # device entries matched by requests that are not claimed
+    #: The node's devices (indexes into the node's device list) the claim is allocated, in the order upstream's
+    #: allocator picks them; synthetic devices are not claimed and not listed.
+    devices: tuple[int, ...] = ()
 
     @property
     def claims(self) -> bool:
@@ -221,7 +224,16 @@ def _alt_label(request: DeviceRequest, alt: DeviceSubRequest) -> str:
     return f"{request.name}/{alt.name}" if request.first_available is not None else request.name
 
 
-def _choices(request: DeviceRequest, devices: list[NodeDevice], check: Check, constrained: set[str]) -> _Request:
+def _choices(
+    request: DeviceRequest,
+    devices: list[NodeDevice],
+    check: Check,
+    constrained: set[str],
+    taken: frozenset[int] = frozenset(),
+) -> _Request:
+    """The ways to satisfy ``request`` on a node whose devices ``taken`` are allocated to other claims. Upstream skips a
+    device in use before it evaluates selectors on it for an ``ExactCount`` request; an ``All`` request evaluates every
+    device of the node first (``validateDeviceRequest``) and fails on one that is in use."""
     choices: list[_Choice] = []
     why: list[str] = []
     fa = request.first_available is not None
@@ -233,7 +245,10 @@ def _choices(request: DeviceRequest, devices: list[NodeDevice], check: Check, co
         of_kind: dict[str | None, list[int]] = {}
         errors: dict[str | None, dict[int, str]] = {}
         seen_shapes: set[tuple[str, str | None]] = set()
+        skip_taken = bool(taken) and alt.allocation_mode != "All"
         for di, dev in enumerate(devices):
+            if skip_taken and di in taken:
+                continue
             key = (dev.shape, dev.device_class_name)
             if alt.device_class_name and dev.device_class_name != alt.device_class_name:
                 if key not in seen_shapes:
@@ -284,10 +299,17 @@ class _Walk:
     """What both searches share: requests and their alternatives in order, the claim limit, constraint bookkeeping
     and the step budget. A subclass says how one request takes its devices (:meth:`_all`, :meth:`_exact`)."""
 
-    def __init__(self, requests: list[_Request], devices: list[NodeDevice], constraints: list[MatchAttribute]) -> None:
+    def __init__(
+        self,
+        requests: list[_Request],
+        devices: list[NodeDevice],
+        constraints: list[MatchAttribute],
+        taken: frozenset[int] = frozenset(),
+    ) -> None:
         self.requests = requests
         self.devices = devices
         self.constraints = constraints
+        self.taken = taken
         self.claimed = 0
         self.picked: list[Chosen] = []
         self.steps = 0
@@ -349,10 +371,20 @@ class _Walk:
     def _exact(self, choice: _Choice, ri: int) -> bool:
         raise NotImplementedError
 
+    def picked_devices(self) -> tuple[int, ...]:
+        """The claimed devices of the solution found (call after :meth:`run` returned True)."""
+        raise NotImplementedError
+
 
 class _Search(_Walk):
-    def __init__(self, requests: list[_Request], devices: list[NodeDevice], constraints: list[MatchAttribute]) -> None:
-        super().__init__(requests, devices, constraints)
+    def __init__(
+        self,
+        requests: list[_Request],
+        devices: list[NodeDevice],
+        constraints: list[MatchAttribute],
+        taken: frozenset[int] = frozenset(),
+    ) -> None:
+        super().__init__(requests, devices, constraints, taken)
         # Interchangeable devices: same membership in every choice and the same value of every constrained attribute.
         member_of: dict[int, list[int]] = {}
         flat = [c for r in requests for c in r.choices]
@@ -371,8 +403,10 @@ class _Search(_Walk):
                 self.groups.append([])
                 last = key
             self.groups[-1].append(di)
-        self.free = [len(g) for g in self.groups]
+        # Devices of other claims are in no ExactCount choice; an All choice counts them, and fails on them.
+        self.free = [sum(1 for di in g if di not in taken) for g in self.groups] if taken else [len(g) for g in self.groups]
         self.values = [{a: lookup_attribute(devices[g[0]], a) for a in attrs} for g in self.groups]
+        self.trail: list[tuple[_Choice, int, int]] = []  # (choice, group, devices taken from it), in search order
         self.choice_groups: dict[int, list[int]] = {
             id(choice): [gi for gi, g in enumerate(self.groups) if g[0] in choice.candidate_set] for choice in flat
         }
@@ -381,11 +415,26 @@ class _Search(_Walk):
         if not self._constrain(choice, self.values[gi].get, n):
             return False
         self.free[gi] -= n
+        self.trail.append((choice, gi, n))
         return True
 
     def _remove(self, choice: _Choice, gi: int, n: int) -> None:
         self._unconstrain(choice, n)
         self.free[gi] += n
+        self.trail.pop()
+
+    def picked_devices(self) -> tuple[int, ...]:
+        # Taking n devices of a run is taking its first n free ones, in node order (what upstream tries first).
+        cursor: dict[int, list[int]] = {}
+        out: list[int] = []
+        for choice, gi, n in self.trail:
+            free = cursor.get(gi)
+            if free is None:
+                free = cursor[gi] = [di for di in self.groups[gi] if di not in self.taken]
+            got, cursor[gi] = free[:n], free[n:]
+            if choice.device_class_name:
+                out.extend(got)
+        return tuple(out)
 
     def _all(self, choice: _Choice, ri: int) -> bool:
         taken: list[tuple[int, int]] = []
@@ -430,20 +479,32 @@ class _DeviceSearch(_Walk):
     fails with an error on a device the search looks at, and an ``All`` device a constraint rejects. Used only when
     one of them can happen; otherwise every exhaustive search gives the same answer and :class:`_Search` is faster."""
 
-    def __init__(self, requests: list[_Request], devices: list[NodeDevice], constraints: list[MatchAttribute]) -> None:
-        super().__init__(requests, devices, constraints)
-        self.used: set[int] = set()
+    def __init__(
+        self,
+        requests: list[_Request],
+        devices: list[NodeDevice],
+        constraints: list[MatchAttribute],
+        taken: frozenset[int] = frozenset(),
+    ) -> None:
+        super().__init__(requests, devices, constraints, taken)
+        self.used: set[int] = set(taken)
+        self.trail: list[tuple[_Choice, int]] = []
 
     def _add(self, choice: _Choice, di: int) -> bool:
         device = self.devices[di]
         if not self._constrain(choice, lambda attribute: lookup_attribute(device, attribute), 1):
             return False
         self.used.add(di)
+        self.trail.append((choice, di))
         return True
 
     def _remove(self, choice: _Choice, di: int) -> None:
         self._unconstrain(choice, 1)
         self.used.discard(di)
+        self.trail.pop()
+
+    def picked_devices(self) -> tuple[int, ...]:
+        return tuple(di for choice, di in self.trail if choice.device_class_name)
 
     def _all(self, choice: _Choice, ri: int) -> bool:
         taken: list[int] = []
@@ -492,10 +553,12 @@ def allocate(
     node_selector: NodeSelector,
     devices: list[NodeDevice],
     check: Check,
+    taken: frozenset[int] = frozenset(),
 ) -> Allocation:
-    """Allocate one member's claim on one node whose devices are ``devices``; ``check(cel, device)`` evaluates a
-    selector (``(matches, error)``). Exact: ``ok`` is False only when no assignment exists (or the search budget ran
-    out, which ``why`` says)."""
+    """Allocate one member's claim on one node whose devices are ``devices``, of which those in ``taken`` (indexes) are
+    allocated to other claims; ``check(cel, device)`` evaluates a selector (``(matches, error)``). Exact: ``ok`` is
+    False only when no assignment exists (or the search budget ran out, which ``why`` says). ``devices`` of the result
+    are the devices upstream's allocator picks, up to devices no request and constraint tells apart."""
     requests_in = node_selector.devices
     if not requests_in:
         return Allocation(True)
@@ -503,7 +566,7 @@ def allocate(
     for c in node_selector.constraints:
         names = [r.partition("/")[0] for r in c.requests] or [r.name for r in requests_in]
         constrained.update(names)
-    requests = [_choices(r, devices, check, constrained) for r in requests_in]
+    requests = [_choices(r, devices, check, constrained, taken) for r in requests_in]
     for req in requests:
         if not req.choices:
             return Allocation(False, why=_no_choice(req))
@@ -536,7 +599,9 @@ def allocate(
         for choice in req.choices
     )
     search: _Walk = (
-        _DeviceSearch(requests, devices, constraints) if upstream_order else _Search(requests, devices, constraints)
+        _DeviceSearch(requests, devices, constraints, taken)
+        if upstream_order
+        else _Search(requests, devices, constraints, taken)
     )
     if search.run():
         synthetic: list[str] = []
@@ -544,12 +609,14 @@ def allocate(
             if chosen.device_class_name is None:
                 choice = next(c for c in req.choices if c.sub == chosen.sub and c.device_class_name is None)
                 synthetic.extend(devices[i].entry for i in choice.candidates)
-        return Allocation(True, list(search.picked), synthetic=list(dict.fromkeys(synthetic)))
+        return Allocation(
+            True, list(search.picked), synthetic=list(dict.fromkeys(synthetic)), devices=search.picked_devices()
+        )
     if search.aborted:
         return Allocation(False, why=search.aborted)
     if search.exhausted:
         return Allocation(False, why=f"gave up after {SEARCH_BUDGET} search steps without finding an allocation")
-    return Allocation(False, why=_why_not(requests, devices, constraints))
+    return Allocation(False, why=_why_not(requests, devices, constraints, taken))
 
 
 def _no_choice(req: _Request) -> str:
@@ -558,11 +625,16 @@ def _no_choice(req: _Request) -> str:
     return f"request {req.name}: no alternative fits: " + "; ".join(req.why)
 
 
-def _why_not(requests: list[_Request], devices: list[NodeDevice], constraints: list[MatchAttribute]) -> str:
+def _why_not(
+    requests: list[_Request],
+    devices: list[NodeDevice],
+    constraints: list[MatchAttribute],
+    taken: frozenset[int] = frozenset(),
+) -> str:
     """Why a claim whose every request has some matching device still cannot be allocated."""
     # A request that cannot be satisfied on its own (too few matching devices, All over the claim limit).
     for req in requests:
-        alone = _Search([req], devices, [])
+        alone = _Search([req], devices, [], taken)
         if not alone.run():
             parts: list[str] = []
             for sub in dict.fromkeys(c.sub for c in req.choices):
@@ -582,11 +654,11 @@ def _why_not(requests: list[_Request], devices: list[NodeDevice], constraints: l
             lead = f"request {req.name}: " + ("no alternative fits: " if alternatives else "")
             return lead + "; ".join(parts)
     # Constraints: name each one that alone makes the claim impossible.
-    if constraints and _Search(requests, devices, []).run():
+    if constraints and _Search(requests, devices, [], taken).run():
         blocking = []
         for constraint in constraints:
             fresh = MatchAttribute(sorted(constraint.requests), constraint.attribute)
-            if not _Search(requests, devices, [fresh]).run():
+            if not _Search(requests, devices, [fresh], taken).run():
                 blocking.append(_constraint_story(constraint, requests, devices))
         if blocking:
             return "; ".join(blocking)

@@ -2,11 +2,12 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Observed capacity and drift (design.md §11): what each pool of a cluster really has, from what was read.
 
-Placement counts whole nodes per pool (each pod of a member takes a node and every device of its class there). With
-``gpufleet_capacity: observed`` a pool counts only its *usable* nodes: labelled ``gpufleet.io/pool=<pool>``,
-schedulable (not cordoned), ``Ready``, publishing every device of the pool's class in ResourceSlices with the class's
-attributes and capacity, none of them tainted ``NoSchedule``/``NoExecute`` and none held by a ResourceClaim of a
-workload that is not ours. Everything else is drift, reported per cluster and pool with its cause. A pure function of
+Placement keeps per pool what is allocated on each node (design.md §12). With ``gpufleet_capacity: observed`` a pool
+counts only its *usable* nodes: labelled ``gpufleet.io/pool=<pool>``, schedulable (not cordoned), ``Ready``,
+publishing every device of the pool's class in ResourceSlices with the class's attributes and capacity, none of them
+tainted ``NoSchedule``/``NoExecute``. A ResourceClaim of a workload that is not ours holds its devices, not the node:
+the node stays usable with those devices in use (``held_devices``), unless they are all of the class's devices.
+Everything else is drift, reported per cluster and pool with its cause. A pure function of
 the objects read (Nodes, ResourceSlices, ResourceClaims), so it is unit-tested without a cluster.
 
 The objects are read and observed in one place, ``fleet_read`` (the raw objects are about 75 KiB a cluster and cost
@@ -182,10 +183,14 @@ class NodeState:
     mismatched: list[str] = field(default_factory=list)
     tainted: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
+    #: The class's devices that other workloads' claims hold on the node (their names, as the class names them).
+    held_devices: list[str] = field(default_factory=list)
+    #: Every device of the class the node has is held (or a held device is not one the class declares).
+    held_whole: bool = False
 
     @property
     def usable(self) -> bool:
-        return self.ready and not (self.cordoned or self.missing or self.mismatched or self.tainted or self.held)
+        return self.ready and not (self.cordoned or self.missing or self.mismatched or self.tainted or self.held_whole)
 
     def causes(self) -> list[str]:
         out = []
@@ -208,6 +213,12 @@ class PoolState:
     def observed(self) -> int:
         """Usable nodes, never more than declared (a pool is not grown by what it was not declared to have)."""
         return min(self.declared, sum(1 for n in self.nodes if n.usable))
+
+    @property
+    def held_devices(self) -> list[list[str]]:
+        """Per usable node that other workloads' claims hold devices of, those devices (at most :attr:`observed`
+        nodes: an undeclared node left out is an unused one)."""
+        return [n.held_devices for n in self.nodes if n.usable and n.held_devices][: self.observed]
 
     def notes(self) -> list[str]:
         """The observed causes, summarised: ``2 of 4 nodes cordoned``, ``node x: ... held by claims of ...``."""
@@ -233,6 +244,7 @@ class PoolState:
             "declared_nodes": self.declared,
             "labelled_nodes": len(self.nodes),
             "usable_nodes": self.observed,
+            **({"held_devices": self.held_devices} if self.held_devices else {}),
             "notes": self.notes(),
             "nodes": {n.name: n.causes() for n in self.nodes if not n.usable},
         }
@@ -272,6 +284,12 @@ class ClusterState:
 
 
 _INDEX_RE = re.compile(r"^(?P<base>.+)-(?P<index>\d+)$")
+
+
+def _device_order(name: str) -> tuple[str, int]:
+    """``gpu-10`` after ``gpu-9``."""
+    m = _INDEX_RE.match(name)
+    return (m.group("base"), int(m.group("index"))) if m else (name, -1)
 
 
 @dataclass(frozen=True)
@@ -366,18 +384,31 @@ def observe_cluster(
                             key = taint.get("key", "")
                             value = f"={taint['value']}" if taint.get("value") else ""
                             ns.tainted.append(f"device {dev_name} tainted {key}{value}:{taint.get('effect')}")
+            claimable = {x["name"] for d in klass.devices if d.claim == "DRA" for x in d.slice_devices()}
+            taken: set[str] = set()
             for claim_name, devs in sorted(held.get(name, {}).items()):
                 ns.held.append(
                     f"{len(devs)} device(s) ({', '.join(sorted(devs))}) held by claim {claim_name} of another workload"
                 )
+                taken.update(devs)
+            if taken:
+                # A claim holds its devices, not the node (issue 24): the node's other devices stay usable. A held
+                # device the class does not declare (another name) cannot be told apart: the node counts as held.
+                ns.held_whole = not taken <= claimable or taken >= claimable
+                ns.held_devices = sorted(taken & claimable, key=_device_order)
             ps.nodes.append(ns)
         state.pools.append(ps)
     return state
 
 
-def observed_pools(states: Iterable[ClusterState]) -> dict[str, dict[str, int]]:
-    """``{cluster: {pool: usable nodes}}``: what placement counts in ``observed`` mode."""
-    return {s.name: {p.pool: p.observed for p in s.pools} for s in states}
+def observed_pools(states: Iterable[ClusterState]) -> dict[str, dict[str, Any]]:
+    """``{cluster: {pool: usable nodes}}``: what placement counts in ``observed`` mode; a pool with nodes whose devices
+    other workloads' claims hold in part is ``{nodes: usable nodes, held: [[device names] per such node]}``."""
+    return {s.name: {p.pool: _pool_capacity(p.observed, p.held_devices) for p in s.pools} for s in states}
+
+
+def _pool_capacity(nodes: int, held: list[list[str]]) -> Any:
+    return {"nodes": nodes, "held": held} if held else nodes
 
 
 def observe_fleet(
@@ -417,12 +448,18 @@ def _pools_of(state: Mapping[str, Any], index: int) -> tuple[str, list[Mapping[s
         ) from None
 
 
-def usable_nodes(states: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
-    """:func:`observed_pools` of observations in their dict shape: ``{cluster: {pool: usable nodes}}``."""
-    out: dict[str, dict[str, int]] = {}
+def usable_nodes(states: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """:func:`observed_pools` of observations in their dict shape: ``{cluster: {pool: usable nodes}}`` (``{nodes,
+    held}`` for a pool with nodes whose devices other workloads' claims hold in part)."""
+    out: dict[str, dict[str, Any]] = {}
     for index, state in enumerate(states):
         cluster, pools = _pools_of(state, index)
-        out[cluster] = {str(p["pool"]): int(p["usable_nodes"]) for p in pools}
+        out[cluster] = {
+            str(p["pool"]): _pool_capacity(
+                int(p["usable_nodes"]), [[str(d) for d in node] for node in p.get("held_devices") or []]
+            )
+            for p in pools
+        }
     return out
 
 

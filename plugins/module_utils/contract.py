@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 
 # --------------------------------------------------------------------------------------------------------------------
 # Ownership
@@ -32,6 +36,185 @@ SERVING_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_SERVING}
 CACHE_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_CACHE}
 #: What selects the serving stack's own objects (namespaces, quota, DeviceClasses, presets, Gateway; serving_stack).
 STACK_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_STACK}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Fleet identity
+# --------------------------------------------------------------------------------------------------------------------
+
+#: Every object the collection owns for a fleet carries ``gpufleet.io/fleet=<gpufleet_fleet_name>`` in its metadata, so
+#: two inventories that share a cluster prune, tear down and count replicas only of their own fleet. It is *not* set
+#: on pod templates or in a ResourceClaimTemplate's ``spec``: adding it there would restart every replica (a changed
+#: pod template) or be refused (a claim template's spec is immutable) when a fleet first gets its name. A pod or a
+#: ResourceClaim belongs to a fleet through the replica (``gpufleet.io/replica``) whose objects the fleet owns.
+LABEL_FLEET = "gpufleet.io/fleet"
+#: The inventory variables (group_vars/all) that name the fleet and say what to do with objects that have no name yet.
+FLEET_NAME_VAR = "gpufleet_fleet_name"
+ADOPT_UNLABELLED_VAR = "gpufleet_adopt_unlabelled"
+
+MINE = "mine"
+FOREIGN = "foreign"
+UNLABELLED = "unlabelled"
+
+_TRUE = frozenset({"true", "yes", "on", "1"})
+_FALSE = frozenset({"false", "no", "off", "0"})
+
+T = TypeVar("T")
+
+
+def fleet_identity_errors(
+    name: Any, adopt_unlabelled: Any = None, *, name_var: str = FLEET_NAME_VAR, adopt_var: str = ADOPT_UNLABELLED_VAR
+) -> list[tuple[str, str]]:
+    """``(variable, reason)`` for a fleet name that is missing or not a Kubernetes label value, and for an
+    ``adopt_unlabelled`` that is neither unset nor a boolean."""
+    errors: list[tuple[str, str]] = []
+    if name is None or name == "":
+        errors.append(
+            (
+                name_var,
+                "is required: the name of this fleet, put on every object the collection owns (label "
+                f"{LABEL_FLEET}) so that two inventories sharing a cluster never prune, tear down or count each "
+                f"other's objects. Set it once in group_vars/all, e.g. `{FLEET_NAME_VAR}: prod`; objects deployed "
+                f"before it existed carry no name yet: see {ADOPT_UNLABELLED_VAR}",
+            )
+        )
+    elif not isinstance(name, str):
+        errors.append((name_var, f"must be a string (got {type(name).__name__} {name!r}); quote it in YAML"))
+    elif not is_label_value(name):
+        errors.append(
+            (
+                name_var,
+                f"must be a Kubernetes label value (it is the value of label {LABEL_FLEET}): at most {MAX_NAME} "
+                f"characters, letters, digits, '-', '_' or '.', starting and ending with a letter or digit (got {name!r})",
+            )
+        )
+    try:
+        parse_adopt(adopt_unlabelled)
+    except ValueError as exc:
+        errors.append((adopt_var, str(exc)))
+    return errors
+
+
+def parse_adopt(value: Any) -> bool | None:
+    """``gpufleet_adopt_unlabelled``: unset (``None``), or a boolean (also as a survey's or ``-e``'s text)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    if isinstance(value, str) and not value.strip():
+        return None
+    raise ValueError(f"must be true or false, or unset (got {value!r})")
+
+
+@dataclass
+class Ownership(Generic[T]):
+    """Objects split by fleet: this fleet's (``mine``, adopted unlabelled ones included), another fleet's or left
+    alone (``other``), and unlabelled ones nobody decided about yet (``undecided``: the caller stops)."""
+
+    mine: list[T] = field(default_factory=list)
+    other: list[T] = field(default_factory=list)
+    undecided: list[T] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FleetIdentity:
+    """Which fleet a run works for (``gpufleet_fleet_name``) and what it does with owned objects that carry no fleet
+    label: objects rendered or applied before fleet identity (``gpufleet_adopt_unlabelled``).
+
+    * ``adopt_unlabelled=True``: they are this fleet's (adopted: pruned like its own, labelled at the next write);
+    * ``False``: they belong to some other inventory: never pruned, overwritten, torn down or counted;
+    * ``None`` (unset): finding one stops the run before anything is changed, saying what to set.
+    """
+
+    name: str
+    adopt_unlabelled: bool | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        name: Any,
+        adopt_unlabelled: Any = None,
+        *,
+        name_var: str = FLEET_NAME_VAR,
+        adopt_var: str = ADOPT_UNLABELLED_VAR,
+    ) -> FleetIdentity:
+        errors = fleet_identity_errors(name, adopt_unlabelled, name_var=name_var, adopt_var=adopt_var)
+        if errors:
+            raise FleetValidationError(errors)
+        return cls(name, parse_adopt(adopt_unlabelled))
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {LABEL_FLEET: self.name}
+
+    def owner(self, base: Mapping[str, str]) -> dict[str, str]:
+        """``base`` (an owner's labels) with this fleet's label: what the fleet's own objects carry."""
+        return {**base, LABEL_FLEET: self.name}
+
+    def classify(self, labels: Mapping[str, Any] | None) -> str:
+        """:data:`MINE`, :data:`FOREIGN` (another fleet's) or :data:`UNLABELLED` (no fleet label)."""
+        fleet = (labels or {}).get(LABEL_FLEET)
+        if fleet is None or fleet == "":
+            return UNLABELLED
+        return MINE if str(fleet) == self.name else FOREIGN
+
+    def owns(self, labels: Mapping[str, Any] | None) -> bool:
+        kind = self.classify(labels)
+        return kind == MINE or (kind == UNLABELLED and self.adopt_unlabelled is True)
+
+    def split(self, items: Iterable[T], labels_of: Callable[[T], Mapping[str, Any] | None]) -> Ownership[T]:
+        out: Ownership[T] = Ownership()
+        for item in items:
+            kind = self.classify(labels_of(item))
+            if kind == MINE or (kind == UNLABELLED and self.adopt_unlabelled is True):
+                out.mine.append(item)
+            elif kind == UNLABELLED and self.adopt_unlabelled is None:
+                out.undecided.append(item)
+            else:
+                out.other.append(item)
+        return out
+
+    def unlabelled_error(self, described: Iterable[str], limit: int = 10) -> GpufleetError:
+        """The error of a run that found owned objects without a fleet label while ``adopt_unlabelled`` is unset."""
+        names = sorted(set(described))
+        shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+        return GpufleetError(
+            f"{len(names)} object(s) carry gpufleet.serving's owner labels but no {LABEL_FLEET} label: they were "
+            f"rendered or applied before fleet identity, or by an inventory that has no {FLEET_NAME_VAR} yet: "
+            f"{shown}. Nothing was changed. Set {ADOPT_UNLABELLED_VAR}: true if they are this fleet's "
+            f"({self.name}): they are treated as its own and get its label on this run; or "
+            f"{ADOPT_UNLABELLED_VAR}: false if they belong to another inventory sharing the cluster: they are then "
+            "never pruned, overwritten, torn down or counted as this fleet's replicas."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "adopt_unlabelled": self.adopt_unlabelled}
+
+
+def identity_of(fleet: Mapping[str, Any]) -> FleetIdentity:
+    """The identity of a fleet as ``fleet_info`` returns it (``name``, ``adopt_unlabelled``)."""
+    if not isinstance(fleet, Mapping) or not fleet.get("name"):
+        raise GpufleetError(
+            f"the fleet carries no name: pass fleet_info's `fleet` ({FLEET_NAME_VAR} is required in the inventory)"
+        )
+    return FleetIdentity.parse(fleet.get("name"), fleet.get("adopt_unlabelled"), name_var="fleet.name",
+                               adopt_var="fleet.adopt_unlabelled")
+
+
+def object_labels(obj: Any) -> Mapping[str, Any]:
+    """An object's ``metadata.labels`` (empty when it has none or is not an object)."""
+    if not isinstance(obj, Mapping):
+        return {}
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
+
+
+def describe_object(obj: Mapping[str, Any], cluster: str | None = None) -> str:
+    """``[<cluster> ]<Kind> <namespace>/<name>`` (``<Kind> <name>`` when cluster-scoped)."""
+    meta = obj.get("metadata") or {}
+    where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+    return f"{cluster + ' ' if cluster else ''}{obj.get('kind') or 'object'} {where}"
 
 
 def selector(labels: dict[str, str]) -> list[str]:
@@ -55,6 +238,7 @@ LABEL_ENDPOINT = "gpufleet.io/endpoint"
 MANAGED_LABEL_KEYS: tuple[str, ...] = (
     LABEL_MANAGED_BY,
     LABEL_COMPONENT,
+    LABEL_FLEET,
     LABEL_DEPLOYMENT,
     LABEL_CLUSTER,
     LABEL_REPLICA,
@@ -164,6 +348,7 @@ def role_contract() -> dict[str, Any]:
         "component_cache": COMPONENT_CACHE,
         "label_cache": LABEL_CACHE,
         "label_cluster": LABEL_CLUSTER,
+        "label_fleet": LABEL_FLEET,
         "annotation_hydrated_by": ANNOTATION_HYDRATED_BY,
         "stack_owner": dict(STACK_OWNER),
         "stack_owner_selector": selector(STACK_OWNER),

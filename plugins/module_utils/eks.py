@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils import provider_rules
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     LABEL_CLUSTER,
     LABEL_SYSTEM_POOL,
@@ -27,7 +28,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import Clu
 
 GPU_TAINT: dict[str, str] = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
-SYSTEM_NODEGROUP = "system"
+SYSTEM_NODEGROUP = provider_rules.SYSTEM_POOL
 EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSchedule": "PREFER_NO_SCHEDULE"}
 EFFECTS_BACK = {v: k for k, v in EFFECTS.items()}
 # Fields a managed nodegroup cannot change in place (UpdateNodegroupConfig takes scaling, labels and taints only).
@@ -154,45 +155,33 @@ def nodegroup_specs(
             subnets=all_subnets,
         )
     ]
+    # The provider's rules (provider_rules: the same checks and messages as fleet_info's), then the subnets.
+    errors.extend(provider_rules.cluster_errors(cluster, classes))
+    reported = {path for path, _reason in errors}
     for i, pool in enumerate(cluster.node_pools):
         path = f"{host}.gpufleet_node_pools[{i}]"
         if pool.name == SYSTEM_NODEGROUP:
-            errors.append((f"{path}.name", f"{SYSTEM_NODEGROUP!r} is the name of the cluster's own system nodegroup"))
             continue
         cls = classes.get(pool.class_)
         if cls is None:
             errors.append((f"{path}.class", f"unknown inference class {pool.class_!r}"))
             continue
         prov = cls.provisioning.eks
-        cpath = f"gpufleet_inference_classes[{pool.class_!r}].provisioning.eks"
-        if prov is None:
-            errors.append((f"{path}.class", f"class {pool.class_!r} has no provisioning.eks"))
+        if prov is None:  # provider_rules reports it
             continue
         subnets = []
         for zi, zone in enumerate(pool.zones):
-            if zone not in subnets_by_zone:
+            if zone in subnets_by_zone:
+                subnets.append(subnets_by_zone[zone])
+            elif f"{path}.zones[{zi}]" not in reported:  # a zone of another region is reported as that
                 errors.append(
                     (
                         f"{path}.zones[{zi}]",
                         f"no subnet in zone {zone!r} (subnets: {', '.join(sorted(subnets_by_zone))})",
                     )
                 )
-            else:
-                subnets.append(subnets_by_zone[zone])
-        if prov.capacity_type == "CAPACITY_BLOCK":
-            if not prov.capacity_reservation_id:
-                errors.append(
-                    (f"{cpath}.capacity_reservation_id", "is required when capacity_type is CAPACITY_BLOCK (cr-...)")
-                )
-            if len(pool.zones) != 1:
-                errors.append(
-                    (f"{path}.zones", "a Capacity Block lives in one availability zone: name exactly that zone")
-                )
         lo = pool.min_node_count if pool.min_node_count is not None else pool.node_count
         hi = pool.max_node_count if pool.max_node_count is not None else max(pool.node_count, lo)
-        if hi < 1:
-            errors.append((f"{path}.max_node_count", "must be >= 1: an EKS nodegroup's maxSize is at least 1"))
-            continue
         labels = {**cls.labels, NODE_POOL_LABEL: pool.name}
         if "NVIDIA" in prov.ami_type:
             labels[GPU_PRESENT_LABEL] = "true"

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils import provider_rules
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     Cluster,
@@ -250,19 +251,15 @@ def validate_fleet(
         parsed_clusters[hname] = parsed
         for pi, pool in enumerate(parsed.node_pools):
             path = f"hostvars[{hname!r}].gpufleet_node_pools[{pi}].class"
-            cls = parsed_classes.get(pool.class_)
-            if cls is None:
-                if pool.class_ not in classes:  # not merely invalid: unknown
-                    known = ", ".join(sorted(classes)) or "none defined"
-                    errors.append((path, f"unknown inference class {pool.class_!r} (known: {known})"))
-                continue
-            if parsed.provider in ("gke", "eks") and getattr(cls.provisioning, parsed.provider) is None:
-                errors.append(
-                    (
-                        path,
-                        f"class {pool.class_!r} has no provisioning.{parsed.provider}, so a {parsed.provider} cluster cannot create this pool",
-                    )
-                )
+            if pool.class_ not in parsed_classes and pool.class_ not in classes:  # not merely invalid: unknown
+                known = ", ".join(sorted(classes)) or "none defined"
+                errors.append((path, f"unknown inference class {pool.class_!r} (known: {known})"))
+    # What provisioning would refuse (provider_rules: the same checks and messages as provision.yml): the pools of
+    # every GKE and EKS cluster, and the provider block of each class such a pool uses (once per class).
+    for parsed in parsed_clusters.values():
+        for error in provider_rules.cluster_errors(parsed, parsed_classes):
+            if error not in errors:
+                errors.append(error)
 
     # Caches -------------------------------------------------------------------------------------------------------
     parsed_caches: list[ModelCache] = []

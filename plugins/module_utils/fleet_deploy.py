@@ -239,11 +239,12 @@ def fleet_clusters(
     unreachable: Iterable[str] = (),
     drained: Iterable[str] = (),
     cordoned: Iterable[str] = (),
-    observed_nodes: Mapping[str, Mapping[str, int]] | None = None,
+    observed_nodes: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Clusters as placement sees them this run: unreachable ones take nothing new (``ready: false``) but keep what
     they have; drained ones get the fleet's ``NoExecute`` drain taint, cordoned ones a ``NoSchedule`` taint; with
-    ``observed_nodes`` (``{cluster: {pool: usable nodes}}``, observed capacity) a pool counts its usable nodes."""
+    ``observed_nodes`` (``{cluster: {pool: usable nodes}}``, observed capacity) a pool counts its usable nodes, and
+    where other workloads' claims hold some devices of a node (``{nodes, held}``), placement allocates around them."""
     unreachable, drained, cordoned = set(unreachable), set(drained), set(cordoned)
     observed_nodes = observed_nodes or {}
     out = {}
@@ -251,7 +252,7 @@ def fleet_clusters(
         seen = observed_nodes.get(c["name"], {})
         item = {
             "name": c["name"],
-            "pools": [{**p, "nodes": seen[p["name"]]} if p.get("name") in seen else p for p in c.get("pools", [])],
+            "pools": [_observed_pool(p, seen[p["name"]]) if p.get("name") in seen else p for p in c.get("pools", [])],
             "taints": list(c.get("taints", [])),
             "ready": c.get("ready", True),
         }
@@ -267,6 +268,13 @@ def fleet_clusters(
     return out
 
 
+def _observed_pool(pool: Mapping[str, Any], seen: Any) -> dict[str, Any]:
+    """A declared pool with what was observed of it: usable nodes (an int), or ``{nodes, held}``."""
+    if isinstance(seen, Mapping):
+        return {**pool, "nodes": seen["nodes"], "held": seen.get("held") or []}
+    return {**pool, "nodes": seen}
+
+
 def place_fleet(
     fleet: Mapping[str, Any],
     observed: Iterable[Mapping[str, Any]],
@@ -274,7 +282,7 @@ def place_fleet(
     unreachable: Iterable[str] = (),
     drained: Iterable[str] = (),
     cordoned: Iterable[str] = (),
-    observed_nodes: Mapping[str, Mapping[str, int]] | None = None,
+    observed_nodes: Mapping[str, Mapping[str, Any]] | None = None,
     capacity_notes: Mapping[str, Mapping[str, list[str]]] | None = None,
     force_drain: bool = False,
 ) -> FleetPlacement:

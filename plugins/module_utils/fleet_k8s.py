@@ -624,6 +624,8 @@ class ReconcileOptions:
     hold: list[str] = field(default_factory=list)
     #: Per cluster, objects never to prune this run.
     keep: dict[str, list[Key]] = field(default_factory=dict)
+    #: False: apply and wait, delete nothing (a play narrower than the fleet, see the model_deployment role).
+    prune: bool = True
 
 
 @dataclass
@@ -735,7 +737,8 @@ def reconcile_fleet(
                 apis[name].delete(obj)
             out.deleted.append(describe(key_of(obj)))
 
-    run_phase(prune, applied_ok)
+    if opts.prune:
+        run_phase(prune, applied_ok)
     for name, api in apis.items():
         outcomes[name].requests = api.requests
     return outcomes, held

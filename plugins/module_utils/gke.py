@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ansible_collections.gpufleet.serving.plugins.module_utils import provider_rules
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_SYSTEM_POOL, NODE_POOL_LABEL
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Cluster, InferenceClass
@@ -31,7 +32,7 @@ DRIVER_VERSIONS = {
     "DEFAULT": "DEFAULT",
     "LATEST": "LATEST",
 }
-SYSTEM_POOL = "system"
+SYSTEM_POOL = provider_rules.SYSTEM_POOL
 STOCKOUT_MARKERS = (
     "ZONE_RESOURCE_POOL_EXHAUSTED",
     "GCE_STOCKOUT",
@@ -92,36 +93,22 @@ def node_pool_specs(
         }
     ]
     for i, pool in enumerate(cluster.node_pools):
-        path = f"{host}.gpufleet_node_pools[{i}]"
-        if pool.name == SYSTEM_POOL:
-            errors.append((f"{path}.name", f"{SYSTEM_POOL!r} is the name of the cluster's own system pool"))
-            continue
-        cls = classes.get(pool.class_)
-        prov = cls.provisioning.gke if cls is not None else None
-        if prov is None:
-            errors.append((f"{path}.class", f"class {pool.class_!r} has no provisioning.gke"))
+        if pool.class_ not in classes:
+            errors.append((f"{host}.gpufleet_node_pools[{i}].class", f"unknown inference class {pool.class_!r}"))
+    errors.extend(provider_rules.cluster_errors(cluster, classes))
+    if errors:
+        raise FleetValidationError(errors)
+    for pool in cluster.node_pools:
+        cls = classes[pool.class_]
+        prov = cls.provisioning.gke
+        if prov is None:  # pragma: no cover - provider_rules reported it
             continue
         locations = list(pool.zones) or zones
-        for zi, zone in enumerate(pool.zones):
-            if not zone.startswith(cluster.gke.region + "-"):
-                errors.append((f"{path}.zones[{zi}]", f"{zone!r} is not a zone of region {cluster.gke.region!r}"))
-        n_zones = len(locations) or 3
-        if pool.node_count % n_zones:
-            errors.append(
-                (
-                    f"{path}.node_count",
-                    f"GKE creates the same number of nodes in each of the pool's {n_zones} zones: "
-                    f"{pool.node_count} is not a multiple of {n_zones}",
-                )
-            )
-            continue
+        n_zones = provider_rules.gke_zone_count(cluster, list(pool.zones))
         lo = pool.min_node_count if pool.min_node_count is not None else pool.node_count
         hi = pool.max_node_count if pool.max_node_count is not None else max(pool.node_count, lo)
-        if hi < 1:
-            errors.append((f"{path}.max_node_count", "must be >= 1 for a GKE node pool"))
-            continue
         accel = None
-        labels = {**cls.labels, NODE_POOL_LABEL: pool.name} if cls is not None else {}
+        labels = {**cls.labels, NODE_POOL_LABEL: pool.name}
         if prov.accelerator is not None:
             accel = {
                 "type": prov.accelerator.type,
@@ -146,8 +133,6 @@ def node_pool_specs(
                 "labels": labels,
             }
         )
-    if errors:
-        raise FleetValidationError(errors)
     return out
 
 

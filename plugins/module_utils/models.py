@@ -671,6 +671,9 @@ class PlacementPool(BaseModel):
     name: str = Field(min_length=1)
     class_name: str = Field(alias="class", min_length=1)
     nodes: int = Field(ge=0, strict=True)
+    #: Observed capacity (design.md §11, §12): per node of ``nodes`` that other workloads' claims hold devices of, the
+    #: names of those devices (``gpu-3``); placement allocates around them.
+    held: list[list[str]] = Field(default_factory=list)
 
 
 class PlacementCluster(BaseModel):
@@ -776,6 +779,12 @@ class DeviceRequest(DeviceSubRequest):
         """The fewest devices the request can take: an All request takes at least one."""
         return min(max(a.devices, 1) for a in self.alternatives)
 
+    @property
+    def may_be_synthetic(self) -> bool:
+        """Whether the request may resolve to ``Synthetic`` devices (matched for placement, never claimed): a plain
+        ``ExactCount`` request that names no device class (the allocator also requires that no constraint names it)."""
+        return self.first_available is None and self.allocation_mode == "ExactCount" and not self.device_class_name
+
 
 class DeviceConstraint(_Strict):
     """``matchAttribute``: every device chosen for ``requests`` (default: all of the member's) has the same value."""
@@ -823,7 +832,12 @@ class NodeSelector(_Strict):
                         f"constraints[{ci}].requests[{ri}]: {ref!r} names no first_available alternative of request "
                         f"{parent!r}"
                     )
-        least = sum(r.min_devices for r in self.devices)
+        # Only devices the claim really holds count: a request that may resolve to synthetic devices (never claimed) is
+        # checked per class by the allocator, which knows whether it does (a p5.48xlarge's 32 EFA devices beside 8 GPUs).
+        constrained = {
+            ref.partition("/")[0] for c in self.constraints for ref in (c.requests or [r.name for r in self.devices])
+        }
+        least = sum(r.min_devices for r in self.devices if not r.may_be_synthetic or r.name in constrained)
         if least > CLAIM_DEVICES_MAX:
             raise ValueError(
                 f"the member's claim needs at least {least} devices whatever it chooses; Kubernetes allocates at most "
@@ -949,6 +963,14 @@ class Disruption(_Strict):
     min_available: StrictInt | None = Field(default=None, ge=0, le=10000)
 
 
+class PlacementOptions(_Strict):
+    """How a deployment's replicas take node capacity (design.md §12)."""
+
+    #: Every pod that claims a device takes a whole node, as if it claimed every device there (engines that want the
+    #: whole box); otherwise pods share nodes until their devices run out, as kube-scheduler packs them.
+    exclusive_nodes: StrictBool = False
+
+
 class ModelDeployment(_Strict):
     name: str
     namespace: str = "default"
@@ -963,6 +985,7 @@ class ModelDeployment(_Strict):
     ray: StrictBool = False
     kserve: KServeOptions = Field(default_factory=KServeOptions)
     disruption: Disruption = Field(default_factory=Disruption)
+    placement: PlacementOptions = Field(default_factory=PlacementOptions)
     # Filled in by fleet_info (the resolved ``clusters`` host pattern); accepted so its output can be fed back.
     candidate_clusters: list[str] = Field(default_factory=list, exclude=True)
 

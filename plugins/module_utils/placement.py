@@ -56,8 +56,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel
-from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import NodeDevice, allocate, node_devices
+from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import (
+    Allocation,
+    NodeDevice,
+    allocate,
+    node_devices,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import DRAIN_TAINT, replica_name
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.state import PoolLedger
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     DeviceSubRequest,
@@ -356,6 +362,11 @@ class _MemberMatch:
     synthetic: list[str] = field(default_factory=list)  # names of synthetic devices it matched
     why: str = ""
     constraints: list[dict[str, Any]] = field(default_factory=list)
+    #: The devices (indexes) one pod's claim is allocated on a node of its own.
+    devices: tuple[int, ...] = ()
+    #: Each pod takes a whole node: it claims every device there (and has no first_available alternative that could
+    #: take fewer), or the deployment asks for exclusive nodes. Such members are charged by node count (the fast path).
+    whole: bool = False
 
     @property
     def claims(self) -> bool:
@@ -364,10 +375,38 @@ class _MemberMatch:
 
 @dataclass
 class _Option:
-    """An engine that fits a pool's devices: per-member matches and the node cost."""
+    """An engine that fits a pool's devices: per-member matches and the node cost (pods that claim devices)."""
 
     members: list[_MemberMatch]
     cost: int
+
+    @property
+    def whole(self) -> bool:
+        """Every member that claims takes whole nodes: the engine is charged ``cost`` nodes, no device bookkeeping."""
+        return all(m.whole for m in self.members if m.claims)
+
+
+#: One pod's place in its pool's ledger: (node index, devices it holds there).
+Pod = tuple[int, tuple[int, ...]]
+
+
+@dataclass
+class _MemberLanding:
+    """What one member of a placed engine holds in its pool: whole nodes, or devices of nodes, one entry per pod."""
+
+    whole: int = 0
+    pods: list[Pod] = field(default_factory=list)
+    #: A retained member whose recorded devices no longer make its claim: allocated again while the ledger is built.
+    stale: bool = False
+
+
+@dataclass
+class _Landing:
+    """An engine on a pool: the option it matched and what its members hold there."""
+
+    pool: str
+    option: _Option
+    members: list[_MemberLanding]
 
 
 def _engines_of(dep: ModelDeployment) -> list[_Engine]:
@@ -403,6 +442,11 @@ def _match_member(member: _Member, devices: list[NodeDevice], check: Any) -> _Me
     alloc = allocate(ns, devices, check)
     if not alloc.ok:
         return _MemberMatch(False, why=alloc.why)
+    return _resolve(ns, devices, check, alloc)
+
+
+def _resolve(ns: NodeSelector, devices: list[NodeDevice], check: Any, alloc: Allocation) -> _MemberMatch:
+    """The record's requests of a member whose claim is allocated ``alloc`` on a node of the class."""
     resolved: list[dict[str, Any]] = []
     for req, chosen in zip(ns.devices, alloc.chosen, strict=True):
         if chosen.device_class_name is None:
@@ -435,7 +479,9 @@ def _match_member(member: _Member, devices: list[NodeDevice], check: Any) -> _Me
             }
         resolved.append(item)
     constraints = [{"requests": list(c.requests), "match_attribute": c.match_attribute} for c in ns.constraints]
-    return _MemberMatch(True, resolved, alloc.synthetic, constraints=constraints if resolved else [])
+    return _MemberMatch(
+        True, resolved, alloc.synthetic, constraints=constraints if resolved else [], devices=alloc.devices
+    )
 
 
 def _minor(version: str | None) -> str | None:
@@ -468,21 +514,27 @@ def _taint_text(t: Taint) -> str:
 class _Placed:
     cluster: str
     index: int
-    engines: list[tuple[str, _Option]]  # (pool, option) per engine, deployment order
+    engines: list[_Landing]  # per engine, deployment order
     observed: ReplicaRecord | None = None  # set for a retained replica
     name: str = ""
 
 
-def _held(r: ReplicaRecord | LedgerRecord, skip: str) -> list[tuple[str, str, int]]:
-    """``(cluster, pool, nodes)`` a replica of another deployment than ``skip`` holds (none for ``skip``'s own)."""
+_MISS: Any = object()
+
+
+def _ledger_members(r: ReplicaRecord | LedgerRecord) -> Iterable[tuple[str, str, int, list[tuple[int, list[str]]]]]:
+    """``(cluster, pool, nodes, [(node, device names)])`` of every member of a replica record."""
     # A LedgerRecord is a plain dict (isinstance on a pydantic class is a slow Python-level check: avoided here).
     if isinstance(r, dict):
-        if r["deployment"] == skip:
-            return []
-        return [(r["cluster"], m["pool"], m["nodes"]) for e in r["engines"] for m in e["members"]]
-    if r.deployment == skip:
-        return []
-    return [(r.cluster, m.pool, m.nodes) for e in r.engines for m in e.members]
+        for e in r["engines"]:
+            for m in e["members"]:
+                allocations = m.get("allocations")
+                pods = [(a["node"], a["devices"]) for a in allocations] if allocations else []
+                yield r["cluster"], m["pool"], m["nodes"], pods
+        return
+    for em in r.engines:
+        for mm in em.members:
+            yield r.cluster, mm.pool, mm.nodes, [(a.node, a.devices) for a in mm.allocations]
 
 
 class _Planner:
@@ -496,21 +548,27 @@ class _Planner:
     ) -> None:
         self.dep = dep
         self.engines = _engines_of(dep)
+        self.exclusive = dep.placement.exclusive_nodes
         self.classes = classes
         self._devices: dict[str, list[NodeDevice]] = {}
+        self._claimable: dict[str, frozenset[int]] = {}
+        self._index: dict[str, dict[str, int]] = {}
         self.clusters = clusters
         self.by_name = {c.name: c for c in clusters}
         self.replicas = replicas
         self.sel = sel
+        self._checks: dict[str | None, Any] = {}
         self._member_memo: dict[tuple[str, int, int, str | None], _MemberMatch] = {}
+        self._fit_memo: dict[tuple[str, int, int, str | None, frozenset[int]], tuple[int, ...] | None] = {}
         self._options_memo: dict[tuple[tuple[str, ...], str | None], list[list[_Option | str]]] = {}
         self._class_memo: dict[tuple[str, int, str | None], tuple[_Option | None, str | None, bool]] = {}
         self._cluster_options: dict[str, list[list[_Option | str]]] = {}
-        self.free: dict[tuple[str, str], int] = {}
+        #: Per ``(cluster, pool)``: what is allocated on its nodes (:class:`dra.state.PoolLedger`).
+        self.ledger: dict[tuple[str, str], PoolLedger] = {}
         self.dropped: list[dict[str, Any]] = []
         #: Replicas the fleet's drain taint evicts, with their retained engines: a safe drain keeps those it cannot
         #: replace (see :meth:`keep_unreplaced`).
-        self.drained: list[tuple[ReplicaRecord, list[tuple[str, _Option]]]] = []
+        self.drained: list[tuple[ReplicaRecord, list[_Landing]]] = []
         self.warnings: list[str] = []
 
     # -- matching, memoised per class and per cluster shape ----------------------------------------------------------
@@ -521,17 +579,63 @@ class _Planner:
             hit = self._devices[class_name] = node_devices(self.classes[class_name])
         return hit
 
+    def claimable(self, class_name: str) -> frozenset[int]:
+        """The devices of a node of the class a claim can hold (``DRA`` ones), as indexes."""
+        hit = self._claimable.get(class_name)
+        if hit is None:
+            hit = frozenset(i for i, d in enumerate(self.devices(class_name)) if d.claim == "DRA")
+            self._claimable[class_name] = hit
+        return hit
+
+    def device_index(self, class_name: str) -> dict[str, int]:
+        """Claimable device name -> index, for a node of the class."""
+        hit = self._index.get(class_name)
+        if hit is None:
+            devices = self.devices(class_name)
+            hit = self._index[class_name] = {devices[i].name: i for i in sorted(self.claimable(class_name))}
+        return hit
+
+    def check(self, version: str | None) -> Any:
+        hit = self._checks.get(version)
+        if hit is None:
+            sel = self.sel
+
+            def hit(expr: str, dev: NodeDevice) -> tuple[bool, str | None]:
+                return sel.check(expr, dev.shape, dev.slice, version)
+
+            self._checks[version] = hit
+        return hit
+
     def member_match(self, class_name: str, ei: int, mi: int, version: str | None = None) -> _MemberMatch:
         key = (class_name, ei, mi, version)
         hit = self._member_memo.get(key)
         if hit is None:
-            sel = self.sel
-
-            def check(expr: str, dev: NodeDevice) -> tuple[bool, str | None]:
-                return sel.check(expr, dev.shape, dev.slice, version)
-
-            hit = _match_member(self.engines[ei].members[mi], self.devices(class_name), check)
+            member = self.engines[ei].members[mi]
+            hit = _match_member(member, self.devices(class_name), self.check(version))
+            if hit.ok and hit.claims:
+                hit.whole = self.exclusive or (
+                    frozenset(hit.devices) == self.claimable(class_name)
+                    and all(r.first_available is None for r in member.node_selector.devices)
+                )
             self._member_memo[key] = hit
+        return hit
+
+    def fit(self, class_name: str, ei: int, mi: int, version: str | None, taken: frozenset[int]) -> tuple[int, ...] | None:
+        """The devices one pod of member ``mi`` of engine ``ei`` is allocated on a node of the class whose devices
+        ``taken`` are in use (upstream's allocator over ``AllocatedState``), or None; memoised per node state."""
+        key = (class_name, ei, mi, version, taken)
+        hit = self._fit_memo.get(key, _MISS)
+        if hit is _MISS:
+            if not taken:
+                mm = self.member_match(class_name, ei, mi, version)
+                hit = mm.devices if mm.ok and mm.claims else None
+            else:
+                ns = self.engines[ei].members[mi].node_selector
+                alloc = allocate(ns, self.devices(class_name), self.check(version), taken)
+                hit = alloc.devices if alloc.ok and alloc.devices else None
+            if len(self._fit_memo) >= _MEMO_LIMIT:
+                self._fit_memo.clear()
+            self._fit_memo[key] = hit
         return hit
 
     def engine_on_class(
@@ -613,14 +717,36 @@ class _Planner:
 
     # -- retain ------------------------------------------------------------------------------------------------------
 
-    def retained_engines(self, r: ReplicaRecord, cluster: PlacementCluster) -> list[tuple[str, _Option]] | str:
+    def _recorded_pods(
+        self, class_name: str, ei: int, mi: int, version: str | None, recorded: list[Any], want: int
+    ) -> list[Pod] | None:
+        """A retained member's recorded pods, when they still make its claim: one per pod, each the very devices the
+        claim is allocated on a node where only those are free (else None: the member is allocated again)."""
+        if len(recorded) != want:
+            return None
+        index = self.device_index(class_name)
+        claimable = self.claimable(class_name)
+        out: list[Pod] = []
+        for a in recorded:
+            devices = tuple(index.get(name, -1) for name in a.devices)
+            chosen = frozenset(devices)
+            if -1 in chosen or len(chosen) != len(devices):
+                return None
+            got = self.fit(class_name, ei, mi, version, claimable - chosen)
+            if got is None or frozenset(got) != chosen:
+                return None
+            out.append((a.node, devices))
+        return out
+
+    def retained_engines(self, r: ReplicaRecord, cluster: PlacementCluster) -> list[_Landing] | str:
         want = [e.name for e in self.engines]
         have = [e.name for e in r.engines]
         if sorted(want) != sorted(have):
             return f"its engines ({', '.join(have) or 'none'}) no longer match the deployment's ({', '.join(want)})"
         observed = {e.name: e for e in r.engines}
         pools = {p.name: p for p in cluster.pools}
-        out: list[tuple[str, _Option]] = []
+        version = _minor(cluster.kubernetes_version)
+        out: list[_Landing] = []
         for ei, engine in enumerate(self.engines):
             got = observed[engine.name]
             roles = [m.role for m in got.members]
@@ -633,10 +759,22 @@ class _Planner:
             pool = pools.get(pool_name)
             if pool is None:
                 return f"pool {pool_name} no longer exists on cluster {cluster.name}"
-            matches, why = self.engine_on_class(pool.class_name, ei, _minor(cluster.kubernetes_version))
+            matches, why = self.engine_on_class(pool.class_name, ei, version)
             if why is not None:
                 return f"pool {pool_name} no longer satisfies it: {why}"
-            out.append((pool_name, _Option(matches, self.cost(ei, matches))))
+            # What each member holds: as recorded while that still makes its claim ("charged as it was placed", so a
+            # shape change never evicts it); a member recorded by node count alone is allocated devices again.
+            members: list[_MemberLanding] = []
+            for mi, (member, mm, rm) in enumerate(zip(engine.members, matches, got.members, strict=True)):
+                if not mm.claims or mm.whole:
+                    held = rm.nodes if not rm.allocations else (member.pods * engine.copies if mm.claims else 0)
+                    members.append(_MemberLanding(whole=held))
+                    continue
+                pods = self._recorded_pods(
+                    pool.class_name, ei, mi, version, rm.allocations, member.pods * engine.copies
+                )
+                members.append(_MemberLanding(pods=pods) if pods is not None else _MemberLanding(stale=True))
+            out.append(_Landing(pool_name, _Option(matches, self.cost(ei, matches)), members))
         return out
 
     def drop(self, r: ReplicaRecord, reason: str) -> None:
@@ -680,7 +818,7 @@ class _Planner:
         out = []
         for r, engines in stay:
             self.dropped = [d for d in self.dropped if (d["cluster"], d["index"]) != (r.cluster, r.index)]
-            self.commit(r.cluster, engines)
+            self.hold(r.cluster, engines)
             self.warnings.append(
                 f"replica ({r.cluster}, {r.index}) stays on drained cluster {r.cluster}: no other cluster can take its "
                 "replacement (drain with force to remove it anyway)"
@@ -708,31 +846,104 @@ class _Planner:
 
     # -- ledger and fill ---------------------------------------------------------------------------------------------
 
-    def build_ledger(self, kept: list[_Placed]) -> None:
-        self.free = {(c.name, p.name): p.nodes for c in self.clusters for p in c.pools}
-        kept_ids = {id(p.observed) for p in kept}
-        free = self.free
-        for r in self.replicas:
-            if isinstance(r, dict):  # a LedgerRecord: another deployment's replica
-                for e in r["engines"]:
-                    for m in e["members"]:
-                        key = (r["cluster"], m["pool"])
-                        if m["nodes"] and key in free:
-                            free[key] -= m["nodes"]
-                continue
-            if r.deployment == self.dep.name and id(r) not in kept_ids:
-                continue  # dropped or scaled down: its nodes are freeing up
-            for em in r.engines:
-                for mm in em.members:
-                    key = (r.cluster, mm.pool)
-                    if mm.nodes and key in free:
-                        free[key] -= mm.nodes
+    def _pool_class(self, cluster: str, pool: str) -> str:
+        for p in self.by_name[cluster].pools:
+            if p.name == pool:
+                return p.class_name
+        raise KeyError(pool)  # pragma: no cover - only called for pools of the ledger
 
-    def try_place(self, cluster: PlacementCluster) -> tuple[list[tuple[str, _Option]] | None, str, dict[str, str], str]:
+    def build_ledger(self, kept: list[_Placed]) -> None:
+        """The allocated state of every candidate pool: what other deployments' replicas hold (their recorded devices,
+        or whole nodes), what was observed held by other workloads, and this deployment's kept replicas."""
+        ledger: dict[tuple[str, str], PoolLedger] = {}
+        for c in self.clusters:
+            for p in c.pools:
+                index = self.device_index(p.class_name)
+                held = [frozenset(index[n] for n in names if n in index) for names in p.held]
+                ledger[(c.name, p.name)] = PoolLedger(
+                    p.nodes, len(self.claimable(p.class_name)), [h for h in held if h]
+                )
+        self.ledger = ledger
+        for r in self.replicas:
+            if not isinstance(r, dict) and r.deployment == self.dep.name:
+                continue  # ours: the kept ones are charged below, as they are kept now
+            for cluster, pool, nodes, pods in _ledger_members(r):
+                led = ledger.get((cluster, pool))
+                if led is None:
+                    continue
+                if not pods:
+                    if nodes:
+                        led.take_whole(nodes, force=True)
+                    continue
+                index = self.device_index(self._pool_class(cluster, pool))
+                for node, names in pods:
+                    devices = [index[n] for n in names if n in index]
+                    if devices:
+                        led.charge(node, devices)
+                    else:  # devices the class no longer publishes: hold a node, as the record's pod does
+                        led.take_whole(1, force=True)
+        stale: list[tuple[_Placed, int]] = []
+        for p in kept:
+            self.hold(p.cluster, p.engines)
+            stale.extend((p, ei) for ei, landing in enumerate(p.engines) if any(m.stale for m in landing.members))
+        # Members whose recorded devices no longer make their claim (or recorded by node count only, before
+        # device-level placement) are allocated again, after everything recorded: placed where they fit, or beyond
+        # the pool's nodes (an overcommit shows) -- a kept replica is never evicted for it.
+        for p, ei in stale:
+            landing = p.engines[ei]
+            cluster = self.by_name[p.cluster]
+            led = ledger[(p.cluster, landing.pool)]
+            version = _minor(cluster.kubernetes_version)
+            class_name = self._pool_class(p.cluster, landing.pool)
+            engine = self.engines[ei]
+            for mi, (member, ml) in enumerate(zip(engine.members, landing.members, strict=True)):
+                if not ml.stale:
+                    continue
+                ml.stale = False
+                for _pod in range(member.pods * engine.copies):
+                    got = led.fit(lambda taken, mi=mi: self.fit(class_name, ei, mi, version, taken), force=True)
+                    if got is not None:
+                        ml.pods.append(got)
+
+    def hold(self, cluster: str, engines: list[_Landing]) -> None:
+        """Charge what a kept replica's engines hold; recorded devices another replica holds already move to another
+        node (:meth:`PoolLedger.charge`), and the landing says where."""
+        for landing in engines:
+            led = self.ledger.get((cluster, landing.pool))
+            if led is None:  # pragma: no cover - a kept replica's pool is a candidate pool
+                continue
+            for ml in landing.members:
+                if ml.whole:
+                    led.take_whole(ml.whole, force=True)
+                ml.pods = [(led.charge(node, devices), devices) for node, devices in ml.pods]
+
+    def pack(self, led: PoolLedger, class_name: str, ei: int, option: _Option, version: str | None) -> list[_MemberLanding] | None:
+        """Allocate one engine's pods on a pool's ledger (changed in place), in the order kube-scheduler would meet them
+        (copy by copy, member by member): whole-node members take unused nodes, the others first fit. None: no room."""
+        engine = self.engines[ei]
+        out = [_MemberLanding() for _m in engine.members]
+        for _copy in range(engine.copies):
+            for mi, (member, mm) in enumerate(zip(engine.members, option.members, strict=True)):
+                if not mm.claims:
+                    continue
+                if mm.whole:
+                    if not led.take_whole(member.pods):
+                        return None
+                    out[mi].whole += member.pods
+                    continue
+                for _pod in range(member.pods):
+                    got = led.fit(lambda taken, mi=mi: self.fit(class_name, ei, mi, version, taken))
+                    if got is None:
+                        return None
+                    out[mi].pods.append(got)
+        return out
+
+    def try_place(self, cluster: PlacementCluster) -> tuple[list[_Landing] | None, str, dict[str, str], str]:
         """Fit one replica on ``cluster`` against the ledger: (placement, or None with code, per-pool reasons, reason)."""
         table = self.options(cluster)
-        trial: dict[str, int] = {}
-        placed: list[tuple[str, _Option]] = []
+        version = _minor(cluster.kubernetes_version)
+        trial: dict[str, PoolLedger] = {}
+        placed: list[_Landing] = []
         for ei, engine in enumerate(self.engines):
             reasons: dict[str, str] = {}
             chosen = None
@@ -742,34 +953,51 @@ class _Planner:
                 if isinstance(option, str):
                     reasons[pool.name] = option
                     continue
-                free = trial.get(pool.name, self.free[(cluster.name, pool.name)])
-                if free < option.cost:
-                    capacity = True
-                    need = need or option.cost
-                    reasons[pool.name] = (
-                        f"engine {engine.name} needs {option.cost} node(s), {max(free, 0)} of {pool.nodes} free"
-                    )
+                led = trial.get(pool.name) or self.ledger[(cluster.name, pool.name)]
+                if option.whole:
+                    # The fast path: whole nodes, counted.
+                    free = led.free()
+                    if free < option.cost:
+                        capacity = True
+                        need = need or option.cost
+                        reasons[pool.name] = (
+                            f"engine {engine.name} needs {option.cost} node(s), {max(free, 0)} of {pool.nodes} free"
+                        )
+                        continue
+                    after = led.copy()
+                    members = self.pack(after, pool.class_name, ei, option, version)
+                else:
+                    after = led.copy()
+                    members = self.pack(after, pool.class_name, ei, option, version)
+                    if members is None:
+                        capacity = True
+                        reasons[pool.name] = (
+                            f"engine {engine.name}: no node has the devices its {option.cost} pod(s) claim free "
+                            f"({led.describe()})"
+                        )
+                        continue
+                if members is None:  # pragma: no cover - whole nodes were counted free above
                     continue
-                trial[pool.name] = free - option.cost
-                chosen = (pool.name, option)
+                trial[pool.name] = after
+                chosen = _Landing(pool.name, option, members)
                 break
             if chosen is None:
                 if not cluster.pools:
                     return None, CODE_NO_POOLS, {}, "has no node pools"
                 if capacity:
+                    room = f"{need} free node(s)" if need else "room for it"
                     return (
                         None,
                         CODE_INSUFFICIENT_CAPACITY,
                         reasons,
-                        f"insufficient capacity: no pool that matches engine {engine.name} has {need} free node(s)",
+                        f"insufficient capacity: no pool that matches engine {engine.name} has {room}",
                     )
                 return None, CODE_NO_MATCHING_POOL, reasons, f"no pool can host engine {engine.name}"
             placed.append(chosen)
         return placed, "", {}, ""
 
-    def commit(self, cluster: str, engines: list[tuple[str, _Option]]) -> None:
-        for pool, option in engines:
-            self.free[(cluster, pool)] -= option.cost
+    def commit(self, cluster: str, engines: list[_Landing]) -> None:
+        self.hold(cluster, engines)
 
     def eligibility(self, cluster: PlacementCluster) -> tuple[str, str] | None:
         """Why ``cluster`` takes no new replica regardless of capacity, or None."""
@@ -801,7 +1029,7 @@ class _Planner:
             cluster = self.by_name[name]
             engines = self.try_place(cluster)[0]
             if engines is None:
-                continue  # the ledger only shrinks during fill: this cluster cannot take any more
+                continue  # the ledger only fills up during fill: this cluster cannot take any more
             taken = used.setdefault(name, set())
             index = 0
             while index in taken:
@@ -831,17 +1059,23 @@ class _Planner:
         """The placed replica in the record's dict shape (``ReplicaRecord.to_dict``), built directly: every value
         comes from validated models, and the record itself is only built when a caller asks for it."""
         engines = []
-        for engine, (pool, option) in zip(self.engines, p.engines, strict=True):
+        for engine, landing in zip(self.engines, p.engines, strict=True):
+            pool = landing.pool
+            names: list[NodeDevice] | None = None
             members = []
-            for member, mm in zip(engine.members, option.members, strict=True):
-                members.append(
-                    {
-                        "role": member.role,
-                        "pool": pool,
-                        "nodes": member.pods * engine.copies if mm.claims else 0,
-                        "device_requests": [copy_request(r) for r in mm.device_requests],
-                    }
-                )
+            for member, mm, ml in zip(engine.members, landing.option.members, landing.members, strict=True):
+                out: dict[str, Any] = {"role": member.role, "pool": pool}
+                if ml.pods:
+                    if names is None:
+                        names = self.devices(self._pool_class(p.cluster, pool))
+                    out["nodes"] = len({node for node, _devices in ml.pods})
+                    out["allocations"] = [
+                        {"node": node, "devices": [names[i].name for i in devices]} for node, devices in ml.pods
+                    ]
+                else:
+                    out["nodes"] = member.pods * engine.copies if mm.claims else 0
+                out["device_requests"] = [copy_request(r) for r in mm.device_requests]
+                members.append(out)
                 if mm.constraints:
                     members[-1]["constraints"] = [dict(c, requests=list(c["requests"])) for c in mm.constraints]
             engines.append({"name": engine.name, "copies": engine.copies, "members": members})
@@ -855,23 +1089,15 @@ class _Planner:
         }
 
     def overcommitted(self, ours: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        used: dict[tuple[str, str], int] = {}
-        for r in self.replicas:
-            for where, pool_name, nodes in _held(r, self.dep.name):
-                used[(where, pool_name)] = used.get((where, pool_name), 0) + nodes
-        touched: set[tuple[str, str]] = set()
-        for mine in ours:
-            for e in mine["engines"]:
-                for m in e["members"]:
-                    key = (mine["cluster"], m["pool"])
-                    used[key] = used.get(key, 0) + m["nodes"]
-                    touched.add(key)
+        """Pools holding one of ``ours`` whose ledger uses more nodes than the pool has."""
+        touched = {(mine["cluster"], m["pool"]) for mine in ours for e in mine["engines"] for m in e["members"]}
         out = []
         for cluster in sorted(self.clusters, key=lambda c: c.name):
             for pool in cluster.pools:
                 key = (cluster.name, pool.name)
-                if key in touched and used.get(key, 0) > pool.nodes:
-                    out.append({"cluster": cluster.name, "pool": pool.name, "nodes": pool.nodes, "used": used[key]})
+                led = self.ledger.get(key)
+                if key in touched and led is not None and led.used > pool.nodes:
+                    out.append({"cluster": cluster.name, "pool": pool.name, "nodes": pool.nodes, "used": led.used})
         return out
 
 

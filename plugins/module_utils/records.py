@@ -39,9 +39,9 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
 )
 
 try:
-    from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
+    from typing_extensions import NotRequired, TypedDict  # pydantic needs it before Python 3.12
 except ImportError:  # pragma: no cover - exercised by ansible-test's import sanity test
-    from typing import TypedDict
+    from typing import NotRequired, TypedDict
 
 try:
     from pydantic import BeforeValidator
@@ -75,7 +75,7 @@ PoolName = Annotated[str, Field(strict=True, min_length=1, max_length=63, patter
 DeviceClassName = Annotated[str, Field(strict=True, max_length=253, pattern=r"^$|" + DNS_SUBDOMAIN_RE.pattern)]
 Selectors = Annotated[list[str], BeforeValidator(_selectors)]
 
-_BOUNDS = {"index": 0, "nodes": 0, "copies": 1, "count": 1}
+_BOUNDS = {"index": 0, "nodes": 0, "node": 0, "copies": 1, "count": 1}
 _INT_ERRORS = frozenset({"int_type", "int_parsing", "int_from_float", "greater_than_equal"})
 _STR_ERRORS = frozenset({"string_type", "string_too_short", "string_too_long", "string_pattern_mismatch"})
 
@@ -191,13 +191,35 @@ class ConstraintRecord(_Record):
         return {"requests": list(self.requests), "match_attribute": self.match_attribute}
 
 
+DeviceName = Annotated[str, Field(strict=True, min_length=1, max_length=128)]
+
+
+class PodAllocation(_Record):
+    """The devices one pod of a member holds on one node of its pool (design.md §12): ``node`` is placement's index of
+    the node in the pool (its bookkeeping, not a Kubernetes Node), ``devices`` the names of the node's devices its claim
+    is allocated (``gpu-3``, as the class publishes them)."""
+
+    node: NonNegInt
+    devices: list[DeviceName] = Field(min_length=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "devices": list(self.devices)}
+
+
 class MemberRecord(_Record):
+    """One member of a placed engine. ``nodes`` is how many nodes of ``pool`` its pods run on. Without
+    ``allocations`` it holds them whole (every device of each: a member that takes every device of its node, one of a
+    deployment with ``placement.exclusive_nodes``, and every record written before device-level placement); with
+    them, one entry per pod that claims devices says which devices of which node the pod holds, and the nodes are
+    shared with other pods."""
+
     role: str = Field(min_length=1)
     pool: PoolName
     nodes: NonNegInt
     #: ``None``: the record does not say (a compact read-back from the placement annotation).
     device_requests: list[ResolvedRequest] | None = None
     constraints: list[ConstraintRecord] = Field(default_factory=list)
+    allocations: list[PodAllocation] = Field(default_factory=list)
 
     @property
     def claimed_requests(self) -> list[ResolvedRequest]:
@@ -274,6 +296,7 @@ class ReplicaRecord(_Record):
                         if m.get("device_requests") is None
                         else [_trusted_request(r) for r in m["device_requests"]],
                         constraints=[ConstraintRecord.model_construct(**c) for c in m.get("constraints") or []],
+                        allocations=[PodAllocation.model_construct(**a) for a in m.get("allocations") or []],
                     )
                     for m in e["members"]
                 ],
@@ -319,7 +342,8 @@ class ReplicaRecord(_Record):
         return self._shape(requests)
 
     def to_compact(self) -> dict[str, Any]:
-        """The record without device requests (what the annotation holds); reads back with ``device_requests`` unknown."""
+        """The record without device requests (what the annotation holds); reads back with ``device_requests`` unknown.
+        Allocations are kept: the ledger rebuilds a pool's allocated state from them."""
         return self._shape(lambda ei, mi, m: {})
 
     def _shape(self, member_extra: Callable[[int, int, MemberRecord], dict[str, Any]]) -> dict[str, Any]:
@@ -335,7 +359,13 @@ class ReplicaRecord(_Record):
                     "name": e.name,
                     "copies": e.copies,
                     "members": [
-                        {"role": m.role, "pool": m.pool, "nodes": m.nodes, **member_extra(ei, mi, m)}
+                        {
+                            "role": m.role,
+                            "pool": m.pool,
+                            "nodes": m.nodes,
+                            **({"allocations": [a.to_dict() for a in m.allocations]} if m.allocations else {}),
+                            **member_extra(ei, mi, m),
+                        }
                         for mi, m in enumerate(e.members)
                     ],
                 }
@@ -463,11 +493,18 @@ def check_records(records: list[ReplicaRecord], dep: ModelDeployment, prefix: st
         raise FleetValidationError(errors)
 
 
-# Another deployment's replica, as far as placement's ledger reads it: which pools of which cluster it holds. Plain
-# dicts (TypedDict): the ledger reads hundreds of these per placement and needs no model around them.
+# Another deployment's replica, as far as placement's ledger reads it: which pools of which cluster it holds, and which
+# devices of which nodes (``allocations``; absent: whole nodes). Plain dicts (TypedDict): the ledger reads thousands of
+# these per placement and needs no model around them.
+class LedgerAllocation(TypedDict):
+    node: NonNegInt
+    devices: list[DeviceName]
+
+
 class LedgerMember(TypedDict):
     pool: str
     nodes: NonNegInt
+    allocations: NotRequired[list[LedgerAllocation]]
 
 
 class LedgerEngine(TypedDict):

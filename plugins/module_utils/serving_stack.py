@@ -50,6 +50,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     parse,
     require_pydantic,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.provider_rules import GKE_DRIVER_OFF
 
 #: The render-directory form of a Helm release (not a Kubernetes API kind: a spec to install with Helm).
 RELEASE_API_VERSION = "serving.gpufleet.io/v1alpha1"
@@ -63,6 +64,8 @@ HELM_MANAGED_BY = "Helm"
 COMPONENTS: tuple[str, ...] = (
     "node_feature_discovery",
     "dra_driver",
+    "dranet",
+    "efa_device_plugin",
     "leaderworkerset",
     "envoy_gateway",
     "kserve_crd",
@@ -71,6 +74,8 @@ COMPONENTS: tuple[str, ...] = (
 COMPONENT_TITLES: dict[str, str] = {
     "node_feature_discovery": "Node Feature Discovery",
     "dra_driver": "NVIDIA DRA driver for GPUs",
+    "dranet": "DraNet, DRA driver for NICs (optional, for dra.net devices)",
+    "efa_device_plugin": "AWS EFA device plugin (optional, EKS, for EFA devices)",
     "leaderworkerset": "LeaderWorkerSet",
     "envoy_gateway": "Envoy Gateway (optional)",
     "kserve_crd": "KServe LLMInferenceService CRDs",
@@ -79,6 +84,24 @@ COMPONENT_TITLES: dict[str, str] = {
 #: The DRA driver of NVIDIA's ComputeDomains (multi-node NVLink, IMEX): a pool whose class has a device of this
 #: driver asks for ComputeDomains.
 COMPUTE_DOMAIN_DRIVER = "compute-domain.nvidia.com"
+#: The DRA driver of the GPUs (the dra_driver component installs it).
+GPU_DRIVER = "gpu.nvidia.com"
+#: Fabric components, chosen from the classes: a pool whose class has a device of the driver gets the component (the
+#: EFA device plugin on EKS only). DraNet publishes NICs (RDMA, InfiniBand, EFA) as DRA devices of driver ``dra.net``;
+#: the EFA device plugin advertises the extended resource ``vpc.amazonaws.com/efa``, so a class declares its EFA
+#: adapters as ``claim: Synthetic`` devices of driver ``vpc.amazonaws.com`` (matched for placement; pods request
+#: ``vpc.amazonaws.com/efa`` in their template).
+DRANET_DRIVER = "dra.net"
+EFA_DRIVER = "vpc.amazonaws.com"
+FABRIC_COMPONENTS: dict[str, str] = {DRANET_DRIVER: "dranet", EFA_DRIVER: "efa_device_plugin"}
+#: Components a cluster gets only when its classes ask for them.
+OPTIONAL_COMPONENTS: frozenset[str] = frozenset(FABRIC_COMPONENTS.values())
+#: The matrix entry of the GKE GPU driver installer (not a Helm chart: plain DaemonSets, see GkeDriverPin).
+GKE_DRIVER = "gke_gpu_driver"
+#: GKE node labels: the accelerator of a GPU node; the GPU driver version GKE installed (absent when its driver
+#: installation is off, which is when the installer runs).
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GKE_DRIVER_VERSION_LABEL = "cloud.google.com/gke-gpu-driver-version"
 #: Driver root per provider (where the host's NVIDIA driver lives); GKE installs it under /home/kubernetes/bin/nvidia.
 DEFAULT_DRIVER_ROOTS: dict[str, str] = {"gke": "/home/kubernetes/bin/nvidia", "eks": "/", "existing": "/"}
 #: The presets the LLMInferenceService renderer names (backends/kserve.py) and KServe v0.20's controller looks up.
@@ -141,18 +164,77 @@ class ChartPin(_Strict):
         return {"chart_ref": self.chart}
 
 
+DRIVER_VERSION_RE = re.compile(r"\d{3}\.\d{1,3}(\.\d{1,3})?")
+
+
+class GkeDriverVersion(_Strict):
+    """The NVIDIA driver the installer puts on the nodes of one GKE minor version, per node image."""
+
+    #: The COS installer's ``--version``: ``default`` or ``latest`` (the default / newest driver COS publishes for
+    #: the node image this GKE version runs), or an exact driver version that COS publishes for that image.
+    cos: str
+    #: The Ubuntu installer's ``NVIDIA_DRIVER_VERSION`` (an exact driver version).
+    ubuntu: str
+
+    @field_validator("cos")
+    @classmethod
+    def _cos(cls, v: str) -> str:
+        if v not in ("default", "latest") and not DRIVER_VERSION_RE.fullmatch(v):
+            raise ValueError(f"{v!r} must be default, latest or an NVIDIA driver version such as 580.95.05")
+        return v
+
+    @field_validator("ubuntu")
+    @classmethod
+    def _ubuntu(cls, v: str) -> str:
+        if not DRIVER_VERSION_RE.fullmatch(v):
+            raise ValueError(f"{v!r} must be an NVIDIA driver version such as 570.124.06")
+        return v
+
+
+class GkeDriverPin(_Strict):
+    """The NVIDIA driver installer GKE documents for node pools whose GPU driver installation is off (what DRA needs):
+    the ``nvidia-driver-installer`` DaemonSets of GoogleCloudPlatform/container-engine-accelerators
+    (``nvidia-driver-installer/cos/daemonset-preloaded*.yaml``, ``ubuntu/daemonset-preloaded-R*.yaml``), whose
+    installer images GKE preloads on its nodes; one per node image, selecting the pools that need it. The driver is
+    pinned per GKE minor version (``versions``)."""
+
+    enabled: StrictBool = True
+    namespace: str = "kube-system"
+    #: The upstream manifests these DaemonSets follow (a commit of container-engine-accelerators).
+    source: str = Field(min_length=1)
+    cos_image: str = "cos-nvidia-installer:fixed"
+    ubuntu_image: str = "gke-nvidia-installer:fixed"
+    partition_image: str = Field(min_length=1)
+    pause_image: str = Field(min_length=1)
+    versions: dict[str, GkeDriverVersion] = Field(min_length=1)
+
+    _ns = field_validator("namespace")(classmethod(lambda cls, v: check_dns_label(v)))
+
+    @field_validator("versions")
+    @classmethod
+    def _minors(cls, v: dict[str, GkeDriverVersion]) -> dict[str, GkeDriverVersion]:
+        for key in v:
+            if not re.fullmatch(r"1\.\d+", str(key)):
+                raise ValueError(f"{key!r} must be a GKE minor version such as 1.34")
+        return v
+
+
 class VersionMatrix(_Strict):
-    """``serving_stack_versions``: every component pinned in one place."""
+    """``serving_stack_versions``: every component pinned in one place (the fabric components and the GKE driver
+    installer may be left out: a cluster that needs one is then warned)."""
 
     node_feature_discovery: ChartPin
     dra_driver: ChartPin
+    dranet: ChartPin | None = None
+    efa_device_plugin: ChartPin | None = None
     leaderworkerset: ChartPin
     envoy_gateway: ChartPin
     kserve_crd: ChartPin
     kserve: ChartPin
+    gke_gpu_driver: GkeDriverPin | None = None
 
     def pins(self) -> list[tuple[str, ChartPin]]:
-        return [(name, getattr(self, name)) for name in COMPONENTS]
+        return [(name, pin) for name in COMPONENTS if (pin := getattr(self, name)) is not None]
 
 
 # Gateway API GatewayController (a GatewayClass's spec.controllerName): a domain-prefixed path, 1-253 characters.
@@ -251,6 +333,7 @@ class StackCluster(BaseModel):
     name: str
     provider: Literal["gke", "eks", "existing"]
     pools: list[ClusterPool] = Field(default_factory=list)
+    kubernetes_version: str | None = None
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -278,11 +361,11 @@ def parse_versions(versions: Any, overrides: Any = None) -> VersionMatrix:
         overrides = {}
     if not isinstance(overrides, Mapping):
         raise GpufleetError(f"serving_stack_overrides: must be a mapping (got {type(overrides).__name__})")
-    unknown = sorted(set(overrides) - set(COMPONENTS))
+    unknown = sorted(set(overrides) - {*COMPONENTS, GKE_DRIVER})
     if unknown:
         raise GpufleetError(
             f"serving_stack_overrides.{unknown[0]}: is not a component of the serving stack "
-            f"(one of {', '.join(COMPONENTS)})"
+            f"(one of {', '.join((*COMPONENTS, GKE_DRIVER))})"
         )
     merged = deep_merge(versions, overrides)
     try:
@@ -315,10 +398,30 @@ def _cel_driver(drivers: list[str]) -> str:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def _component_values(name: str, pin: ChartPin, options: StackOptions, compute_domains: bool) -> dict[str, Any]:
-    """The values the role sets for a component, with the pin's own ``values`` merged over them."""
+def _pool_affinity(pools: list[str]) -> dict[str, Any]:
+    """A node affinity to the nodes of these fleet pools."""
+    term = {"matchExpressions": [{"key": NODE_POOL_LABEL, "operator": "In", "values": sorted(pools)}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def _component_values(
+    name: str,
+    pin: ChartPin,
+    options: StackOptions,
+    compute_domains: bool,
+    pools: list[str] | None = None,
+) -> dict[str, Any]:
+    """The values the role sets for a component, with the pin's own ``values`` merged over them. ``pools``: the
+    pools a fabric component serves (its DaemonSet runs on their nodes only)."""
     toleration = dict(GPU_TOLERATION)
     ours: dict[str, Any] = {}
+    if name == "dranet":
+        # DraNet's chart tolerates every NoSchedule taint (the GPU taint included); it runs on the pools whose class
+        # has dra.net devices only.
+        ours = {"affinity": _pool_affinity(pools or [])}
+    elif name == "efa_device_plugin":
+        # The chart tolerates nothing by default: the GPU pools' nvidia.com/gpu taint would keep it off their nodes.
+        ours = {"tolerations": [toleration], "affinity": _pool_affinity(pools or [])}
     if name == "node_feature_discovery":
         # NFD's worker must run on the tainted GPU nodes, or they are never labelled (and the DRA kubelet plugin,
         # which selects NFD's labels, never schedules).
@@ -353,6 +456,185 @@ def _device_class_drivers(cluster: StackCluster, classes: Mapping[str, Inference
             if device.claim == "DRA" and device.device_class_name:
                 out.setdefault(device.device_class_name, set()).add(device.driver)
     return {name: sorted(drivers) for name, drivers in sorted(out.items())}
+
+
+def _fabric_pools(cluster: StackCluster, classes: Mapping[str, InferenceClass]) -> dict[str, list[str]]:
+    """Fabric component -> the pools whose class has a device of its driver (DraNet: a ``claim: DRA`` device; the
+    EFA device plugin: any device, on EKS only)."""
+    out: dict[str, list[str]] = {}
+    for pool in cluster.pools:
+        for device in classes[pool.class_name].devices:
+            component = FABRIC_COMPONENTS.get(device.driver)
+            if component == "dranet" and device.claim != "DRA":
+                continue
+            if component == "efa_device_plugin" and cluster.provider != "eks":
+                continue
+            if component and pool.name not in out.setdefault(component, []):
+                out[component].append(pool.name)
+    return out
+
+
+def _uninstalled_driver_warnings(
+    cluster: StackCluster, classes: Mapping[str, InferenceClass], installs: Mapping[str, str]
+) -> list[str]:
+    """A ``claim: DRA`` device whose driver nothing installs on a GKE or EKS cluster (an existing cluster's preflight
+    checks its drivers' ResourceSlices instead): its claims would never be allocated. One warning per class and
+    driver, naming the class. ``installs``: driver -> the component of this plan that installs it."""
+    if cluster.provider == "existing":
+        return []
+    found: dict[tuple[str, str], list[str]] = {}
+    for pool in cluster.pools:
+        for device in classes[pool.class_name].devices:
+            if device.claim == "DRA" and device.driver not in installs:
+                found.setdefault((pool.class_name, device.driver), []).append(pool.name)
+    out = []
+    for (klass, driver), pools in sorted(found.items()):
+        component = FABRIC_COMPONENTS.get(driver)
+        why = (
+            f"its component {component} is disabled or not in serving_stack_versions"
+            if component
+            else "no component of the serving stack installs it"
+        )
+        out.append(
+            f"class {klass} (pool {', '.join(sorted(set(pools)))}) has claim: DRA devices of driver {driver}, but "
+            f"{why} and a {cluster.provider} cluster has no preflight that checks it: its ResourceSlices will not "
+            "appear until you install the driver"
+        )
+    return out
+
+
+def _gke_driver_pools(cluster: StackCluster, classes: Mapping[str, InferenceClass]) -> dict[str, list[str]]:
+    """On GKE: node image (``cos`` / ``ubuntu`` / the image type) -> the GPU pools whose GPU driver installation is
+    off (gpu_driver_version DISABLED, what provisioning sets for DRA), which need the driver installer."""
+    out: dict[str, list[str]] = {}
+    if cluster.provider != "gke":
+        return out
+    for pool in cluster.pools:
+        prov = classes[pool.class_name].provisioning.gke
+        if prov is None or prov.accelerator is None or prov.accelerator.gpu_driver_version not in GKE_DRIVER_OFF:
+            continue
+        image = prov.image_type.upper()
+        family = "cos" if image.startswith("COS") else "ubuntu" if image.startswith("UBUNTU") else prov.image_type
+        out.setdefault(family, []).append(pool.name)
+    return out
+
+
+def _gke_minor(version: str | None) -> str | None:
+    match = re.match(r"^v?(\d+)\.(\d+)", version or "")
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def _driver_installer(family: str, pin: GkeDriverPin, driver: GkeDriverVersion, pools: list[str]) -> dict[str, Any]:
+    """The ``nvidia-driver-installer`` DaemonSet GKE documents for a node image (container-engine-accelerators'
+    ``cos/daemonset-preloaded-latest.yaml`` / ``ubuntu/daemonset-preloaded-R*.yaml``, at ``pin.source``), with the
+    driver version pinned and the nodes chosen by fleet pool instead of by ``cloud.google.com/gke-accelerator``: it
+    installs the driver under /home/kubernetes/bin/nvidia, where the DRA driver's ``nvidiaDriverRoot`` points."""
+    name = f"nvidia-driver-installer-{family}"
+    selector = {"k8s-app": name}
+    affinity = _pool_affinity(pools)
+    # Never where GKE installed a driver itself (it labels those nodes with the version it installed).
+    terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    terms[0]["matchExpressions"].append({"key": GKE_DRIVER_VERSION_LABEL, "operator": "DoesNotExist"})
+    resources = {"requests": {"cpu": "150m"}}
+    privileged = {"privileged": True}
+    pause = {"image": pin.pause_image, "name": "pause"}
+    spec: dict[str, Any]
+    if family == "cos":
+        flag = "" if driver.cos == "default" else f" --version={driver.cos}"
+        install = (
+            'if lsmod | grep -q nvidia; then echo "GPU driver already loaded: not installing"; exit 0; fi\n'
+            f"/cos-gpu-installer install{flag} || exit 1\n"
+            "chmod 755 /root/home/kubernetes/bin/nvidia\n"
+        )
+        host = [
+            ("dev", "/dev"),
+            ("vulkan-icd-mount", "/home/kubernetes/bin/nvidia/vulkan/icd.d"),
+            ("nvidia-install-dir-host", "/home/kubernetes/bin/nvidia"),
+            ("root-mount", "/"),
+            ("cos-tools", "/var/lib/cos-tools"),
+            ("nvidia-config", "/etc/nvidia"),
+        ]
+        env = {
+            "NVIDIA_INSTALL_DIR_HOST": "/home/kubernetes/bin/nvidia",
+            "NVIDIA_INSTALL_DIR_CONTAINER": "/usr/local/nvidia",
+            "VULKAN_ICD_DIR_HOST": "/home/kubernetes/bin/nvidia/vulkan/icd.d",
+            "VULKAN_ICD_DIR_CONTAINER": "/etc/vulkan/icd.d",
+            "ROOT_MOUNT_DIR": "/root",
+            "COS_TOOLS_DIR_HOST": "/var/lib/cos-tools",
+            "COS_TOOLS_DIR_CONTAINER": "/build/cos-tools",
+        }
+        mounts = [
+            ("nvidia-install-dir-host", "/usr/local/nvidia"),
+            ("vulkan-icd-mount", "/etc/vulkan/icd.d"),
+            ("dev", "/dev"),
+            ("root-mount", "/root"),
+            ("cos-tools", "/build/cos-tools"),
+        ]
+        init = [
+            {
+                "name": "nvidia-driver-installer",
+                "image": pin.cos_image,
+                "imagePullPolicy": "Never",  # preloaded on GKE's COS GPU nodes
+                "command": ["bash", "-c", install],
+                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "resources": resources,
+                "securityContext": privileged,
+                "volumeMounts": [{"name": n, "mountPath": m} for n, m in mounts],
+            },
+            {
+                # Applies the MIG partitioning GKE's gpu-partition-size asks for (nothing without it).
+                "name": "partition-gpus",
+                "image": pin.partition_image,
+                "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
+                "resources": resources,
+                "securityContext": privileged,
+                "volumeMounts": [
+                    {"name": "nvidia-install-dir-host", "mountPath": "/usr/local/nvidia"},
+                    {"name": "dev", "mountPath": "/dev"},
+                    {"name": "nvidia-config", "mountPath": "/etc/nvidia"},
+                ],
+            },
+        ]
+        spec = {"hostNetwork": True, "hostPID": True}
+    else:
+        host = [("dev", "/dev"), ("boot", "/boot"), ("root-mount", "/")]
+        init = [
+            {
+                "name": "nvidia-driver-installer",
+                "image": pin.ubuntu_image,
+                "env": [{"name": "NVIDIA_DRIVER_VERSION", "value": driver.ubuntu}],
+                "resources": resources,
+                "securityContext": privileged,
+                "volumeMounts": [
+                    {"name": "boot", "mountPath": "/boot"},
+                    {"name": "dev", "mountPath": "/dev"},
+                    {"name": "root-mount", "mountPath": "/root"},
+                ],
+            }
+        ]
+        spec = {}
+    spec.update(
+        {
+            "priorityClassName": "system-node-critical",
+            "affinity": affinity,
+            "tolerations": [{"operator": "Exists"}],
+            "volumes": [{"name": n, "hostPath": {"path": path}} for n, path in host],
+            "initContainers": init,
+            "containers": [pause],
+        }
+    )
+    meta = _meta(name, GKE_DRIVER, pin.namespace)
+    meta["labels"].update(selector)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": meta,
+        "spec": {
+            "selector": {"matchLabels": dict(selector)},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {"metadata": {"labels": {"name": name, **selector}}, "spec": spec},
+        },
+    }
 
 
 def _wants_compute_domains(cluster: StackCluster, classes: Mapping[str, InferenceClass]) -> bool:
@@ -459,9 +741,12 @@ def plan_cluster(
     opts: StackOptions = parse(StackOptions, {**options, "provider": c.provider}, "serving_stack")
     matrix = parse_versions(versions, overrides)
 
+    device_classes = _device_class_drivers(c, klasses)  # also: every pool's class is known
     wanted_cd = _wants_compute_domains(c, klasses)
     compute_domains = {"auto": wanted_cd, "enabled": True, "disabled": False}[opts.compute_domains]
+    fabric = _fabric_pools(c, klasses)
     notes: list[str] = []
+    warnings: list[str] = []
     if opts.compute_domains == "auto":
         notes.append(
             f"ComputeDomains {'on' if compute_domains else 'off'}: "
@@ -477,11 +762,15 @@ def plan_cluster(
     shipped_classes: dict[str, str] = {}
     shipped_presets: dict[str, str] = {}
     for name, pin in matrix.pins():
+        if name in OPTIONAL_COMPONENTS and name not in fabric:
+            continue  # chosen from the classes: no pool of this cluster asks for it
         enabled = pin.enabled if name != "envoy_gateway" else (pin.enabled and opts.gateway.enabled)
         if not enabled:
             notes.append(f"{COMPONENT_TITLES[name]}: disabled")
             continue
-        values = _component_values(name, pin, opts, compute_domains)
+        values = _component_values(name, pin, opts, compute_domains, fabric.get(name))
+        if name in fabric:
+            notes.append(f"{COMPONENT_TITLES[name]}: for pool(s) {', '.join(fabric[name])}")
         releases.append(
             {
                 "component": name,
@@ -533,7 +822,6 @@ def plan_cluster(
             }
         )
 
-    device_classes = _device_class_drivers(c, klasses)
     for dc, drivers in device_classes.items():
         if dc in shipped_classes:
             notes.append(f"DeviceClass {dc}: shipped by the {shipped_classes[dc]} chart")
@@ -591,6 +879,17 @@ def plan_cluster(
             }
         )
 
+    # DRA drivers this plan installs; a claim: DRA device of another driver is warned about (on GKE / EKS).
+    planned = {r["component"] for r in releases}
+    installs = {d: "dra_driver" for d in (GPU_DRIVER, COMPUTE_DOMAIN_DRIVER) if "dra_driver" in planned}
+    installs.update({d: comp for d, comp in FABRIC_COMPONENTS.items() if comp in planned})
+    warnings.extend(_uninstalled_driver_warnings(c, klasses, installs))
+
+    driver_objects, installers = _plan_gke_driver(c, klasses, matrix.gke_gpu_driver, notes, warnings)
+    if driver_objects and driver_objects[0]["metadata"]["namespace"] not in (*namespaces, "kube-system"):
+        ns = driver_objects[0]["metadata"]["namespace"]
+        objects.insert(0, {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns, "namespace")})
+
     plan = {
         "cluster": c.name,
         "provider": c.provider,
@@ -598,13 +897,76 @@ def plan_cluster(
         "driver_root": opts.root() if dra.enabled else None,
         "releases": releases,
         "objects": objects,
+        # Applied before the releases: the DRA driver's kubelet plugin needs the NVIDIA driver on the node.
+        "driver_objects": driver_objects,
+        "driver_installers": installers,
         "device_classes": sorted(device_classes),
         "pools": _pool_expectations(c, klasses),
         "notes": notes,
+        "warnings": warnings,
         "order": list(COMPONENTS),
     }
-    plan["render_objects"] = objects + release_specs(plan)
+    plan["render_objects"] = objects + driver_objects + release_specs(plan)
     return plan
+
+
+def _plan_gke_driver(
+    cluster: StackCluster,
+    classes: Mapping[str, InferenceClass],
+    pin: GkeDriverPin | None,
+    notes: list[str],
+    warnings: list[str],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The NVIDIA driver installer DaemonSets of a GKE cluster whose GPU pools have GKE's driver installation off:
+    ``(objects, installers)``; ``installers`` (name, namespace, image, pools, driver) is what the check waits for."""
+    wanted = _gke_driver_pools(cluster, classes)
+    if not wanted:
+        return [], []
+    every = ", ".join(p for pools in wanted.values() for p in pools)
+    if pin is None or not pin.enabled:
+        why = "disabled (serving_stack_versions.gke_gpu_driver.enabled)" if pin else "not in serving_stack_versions"
+        warnings.append(
+            f"GKE GPU driver installer {why}: pool(s) {every} have GKE's GPU driver installation off and nothing "
+            "installs the NVIDIA driver there; the DRA driver finds no GPUs until you install it"
+        )
+        return [], []
+    minor = _gke_minor(cluster.kubernetes_version)
+    if minor is None:
+        raise GpufleetError(
+            f"cluster {cluster.name}: its GKE kubernetes_version is not known, so the NVIDIA driver pinned for it "
+            "cannot be chosen (fleet_info's clusters carry it)"
+        )
+    driver = pin.versions.get(minor)
+    if driver is None:
+        raise GpufleetError(
+            f"serving_stack_versions.gke_gpu_driver.versions: has no entry for GKE {minor} (cluster {cluster.name}; "
+            f"pinned: {', '.join(sorted(pin.versions))}): pin the NVIDIA driver of that GKE version"
+        )
+    objects, installers = [], []
+    for family, pools in sorted(wanted.items()):
+        if family not in ("cos", "ubuntu"):
+            warnings.append(
+                f"pool(s) {', '.join(pools)} run node image {family}: GKE documents an NVIDIA driver installer for COS "
+                "and Ubuntu only; install the driver there yourself"
+            )
+            continue
+        obj = _driver_installer(family, pin, driver, pools)
+        objects.append(obj)
+        version = driver.cos if family == "cos" else driver.ubuntu
+        installers.append(
+            {
+                "name": obj["metadata"]["name"],
+                "namespace": pin.namespace,
+                "image": family,
+                "pools": list(pools),
+                "driver": version,
+            }
+        )
+        notes.append(
+            f"GKE GPU driver: {pin.namespace}/{obj['metadata']['name']} installs NVIDIA driver {version} "
+            f"(GKE {minor}, {family.upper() if family == 'cos' else 'Ubuntu'}) on pool(s) {', '.join(pools)}"
+        )
+    return objects, installers
 
 
 def release_specs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -746,10 +1108,47 @@ def objects_to_apply(objects: Any, existing: Any) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def check_cluster(plan: Any, device_classes: Any, slices: Any, nodes: Any) -> dict[str, Any]:
-    """The serving stack works on this cluster when every DeviceClass its pools name exists and every node of every
-    GPU pool publishes, per DRA driver of the pool's class, ResourceSlices with at least the devices the class
-    declares. Returns ``{cluster, ok, problems: [...], lines: [...]}``; each problem names what is missing."""
+def driver_problems(plan: Mapping[str, Any], daemonsets: Any, pool_nodes: Mapping[str, list[str]]) -> list[str]:
+    """The GKE GPU driver installers of the plan that have not installed the driver yet: each must exist, have
+    rolled out its current spec, run on every node of its pools and be ready there (its init container, the
+    installer, succeeded)."""
+    found = {}
+    for ds in daemonsets or []:
+        if isinstance(ds, Mapping):
+            meta = ds.get("metadata") or {}
+            found[(str(meta.get("namespace")), str(meta.get("name")))] = ds
+    problems = []
+    for inst in plan.get("driver_installers") or []:
+        what = f"GPU driver installer {inst['namespace']}/{inst['name']}"
+        ds = found.get((inst["namespace"], inst["name"]))
+        if ds is None:
+            problems.append(f"{what} does not exist")
+            continue
+        status = ds.get("status") or {}
+        generation = (ds.get("metadata") or {}).get("generation") or 0
+        nodes = sum(len(pool_nodes.get(p, [])) for p in inst.get("pools") or [])
+        desired = int(status.get("desiredNumberScheduled") or 0)
+        ready = int(status.get("numberReady") or 0)
+        updated = int(status.get("updatedNumberScheduled") or 0)
+        pools = ", ".join(inst.get("pools") or [])
+        if int(status.get("observedGeneration") or 0) < int(generation):
+            problems.append(f"{what}: its current spec is not rolled out yet")
+        elif desired < nodes:
+            problems.append(f"{what} runs on {desired} of the {nodes} node(s) of pool(s) {pools}")
+        elif ready < desired or updated < desired:
+            problems.append(
+                f"{what}: the NVIDIA driver is installed on {min(ready, updated)} of {desired} node(s) of pool(s) "
+                f"{pools}"
+            )
+    return problems
+
+
+def check_cluster(plan: Any, device_classes: Any, slices: Any, nodes: Any, daemonsets: Any = None) -> dict[str, Any]:
+    """The serving stack works on this cluster when the GKE GPU driver installers it planned have installed the
+    driver on every node of their pools (``daemonsets``: the DaemonSets read from the cluster; ``None`` skips this),
+    every DeviceClass its pools name exists and every node of every GPU pool publishes, per DRA driver of the pool's
+    class, ResourceSlices with at least the devices the class declares. Returns ``{cluster, ok, driver_ok,
+    problems: [...], lines: [...]}``; each problem names what is missing."""
     if not isinstance(plan, Mapping):
         raise GpufleetError("plan: must be a serving_stack_plan result")
     cluster = plan.get("cluster", "?")
@@ -772,6 +1171,16 @@ def check_cluster(plan: Any, device_classes: Any, slices: Any, nodes: Any) -> di
         pool = (meta.get("labels") or {}).get(NODE_POOL_LABEL)
         if pool:
             pool_nodes.setdefault(str(pool), []).append(str(meta.get("name")))
+    driver_issues = [] if daemonsets is None else driver_problems(plan, daemonsets, pool_nodes)
+    problems.extend(driver_issues)
+    if daemonsets is not None:
+        for inst in plan.get("driver_installers") or []:
+            what = f"GPU driver installer {inst['namespace']}/{inst['name']}"
+            if not any(p.startswith(what) for p in driver_issues):
+                lines.append(
+                    f"GPU driver installer {inst['namespace']}/{inst['name']}: NVIDIA driver {inst['driver']} "
+                    f"installed on pool(s) {', '.join(inst['pools'])}"
+                )
     for pool in plan.get("pools") or []:
         drivers: dict[str, int] = pool.get("drivers") or {}
         if not drivers:
@@ -803,7 +1212,13 @@ def check_cluster(plan: Any, device_classes: Any, slices: Any, nodes: Any) -> di
             )
     ok = not problems
     head = f"{cluster}: {'OK' if ok else 'FAILED'}"
-    return {"cluster": cluster, "ok": ok, "problems": problems, "lines": [head, *lines, *problems]}
+    return {
+        "cluster": cluster,
+        "ok": ok,
+        "driver_ok": not driver_issues,
+        "problems": problems,
+        "lines": [head, *lines, *problems],
+    }
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -824,11 +1239,24 @@ def matrix_table(versions: Any) -> list[str]:
     return rows
 
 
+def gke_driver_table(versions: Any) -> list[str]:
+    """The GKE GPU driver pins as Markdown table lines (docs/serving-stack.md embeds exactly these)."""
+    pin = parse_versions(versions).gke_gpu_driver
+    if pin is None:
+        return []
+    rows = ["| GKE version | COS: installer `--version` | Ubuntu: `NVIDIA_DRIVER_VERSION` |", "|---|---|---|"]
+    for minor in sorted(pin.versions, key=lambda v: tuple(int(x) for x in v.split("."))):
+        rows.append(f"| {minor} | `{pin.versions[minor].cos}` | `{pin.versions[minor].ubuntu}` |")
+    return rows
+
+
 __all__ = [
     "COMPONENTS",
     "STACK_OWNER",
     "adoptions",
     "check_cluster",
+    "driver_problems",
+    "gke_driver_table",
     "matrix_table",
     "objects_to_apply",
     "plan_cluster",

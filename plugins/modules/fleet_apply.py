@@ -102,6 +102,19 @@ options:
     description: Fail the task when a cluster could not be reconciled (after every other cluster was).
     type: bool
     default: true
+  prune:
+    description:
+      - V(false) applies and waits but deletes nothing. The M(gpufleet.serving.model_deployment) role sets it when the
+        play is narrower than the fleet (C(--limit), a sliced inventory) and C(gpufleet_allow_partial_play) is not set.
+    type: bool
+    default: true
+  unread:
+    description:
+      - Clusters of the fleet that were not read this run (unreachable, or outside the play). O(state_file) keeps
+        their replicas as last recorded, as for a cluster that failed to reconcile.
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full

@@ -8,6 +8,7 @@ before and during a run → caches → status reads the placement back → teard
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import subprocess
 import sys
@@ -691,6 +692,25 @@ def test_drain_makes_replacements_ready_before_deleting(fleet: Fleet) -> None:
     # undrain: placement stays where it is (healthy replicas are never moved back)
     fleet.playbook("drain.yml", "-e", f"cluster={drained}", "-e", "drain_state=absent")
     assert replicas(fleet, "chat") == after
+
+
+def test_drain_with_limit_loses_no_replica_anywhere(fleet: Fleet) -> None:
+    """Issue 25: `drain.yml -e cluster=X --limit X` read only X, treated every other cluster as empty, moved X's
+    replicas "to" clusters outside the play and deleted them from X: 0 replicas anywhere, rc 0."""
+    names = ("chat", "tp8", "gang")
+    before = {d: replicas(fleet, d) for d in names}
+    target = sorted(c for c, _i in before["chat"])[0]
+    state = fleet.work / "placement-state.json"
+    recorded = json.loads(state.read_text())
+    proc = fleet.playbook("drain.yml", "-e", f"cluster={target}", "-e", "drain_persist=false", "--limit", target)
+    assert f"This play covers 1 of {len(fleet.names)} clusters" in proc.stdout
+    assert "nothing was deleted on any cluster" in proc.stdout
+    assert f"stays on drained cluster {target}" in proc.stdout  # nowhere inside the play to move it
+    assert {d: replicas(fleet, d) for d in names} == before
+    assert_all_ready(fleet)
+    # The clusters outside the play keep exactly what was recorded for them.
+    outside = [r for r in json.loads(state.read_text()) if r["cluster"] != target]
+    assert sorted(outside, key=json.dumps) == sorted([r for r in recorded if r["cluster"] != target], key=json.dumps)
 
 
 def test_unreachable_cluster_keeps_its_replicas_and_fails_the_run(fleet: Fleet) -> None:

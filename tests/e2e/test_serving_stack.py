@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,24 @@ def test_install_applies_the_stack_and_the_check_passes(stack: StackFleet) -> No
                 assert obj["metadata"]["annotations"]["meta.helm.sh/release-name"] == "kserve-llmisvc"
             else:
                 assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gpufleet.serving"
+    # GKE (issue 29): the NVIDIA driver installer GKE documents ran on every node of the GPU pools (their classes leave
+    # GKE's driver installation off) before the DRA driver, and the check waited for it; none elsewhere.
+    installer = stack.apps("ss-gke").read_namespaced_daemon_set("nvidia-driver-installer-cos", "kube-system")
+    pool_nodes = len(stack.core("ss-gke").list_node(label_selector="gpufleet.io/pool in (l4,h100x8)").items)
+    assert pool_nodes == 3
+    assert installer.status.desired_number_scheduled == installer.status.number_ready == pool_nodes
+    assert installer.metadata.labels["gpufleet.io/component"] == "serving-stack"
+    init = installer.spec.template.spec.init_containers[0]
+    assert init.image == "cos-nvidia-installer:fixed" and "--version=latest" in init.command[2]
+    assert "check GPU driver installer kube-system/nvidia-driver-installer-cos: NVIDIA driver latest installed on " \
+        "pool(s) l4, h100x8" in proc.stdout  # fmt: skip
+    names = [d.metadata.name for d in stack.apps("ss-onprem").list_namespaced_daemon_set("kube-system").items]
+    assert "nvidia-driver-installer-cos" not in names
+    # Fabric (issue 29): the h100-8x class's rdma.example.com devices have no component; on the GKE cluster (no
+    # preflight) the report warns naming the class, on the existing one (its preflight checks drivers) it does not.
+    assert "WARNING class h100-8x (pool h100x8) has claim: DRA devices of driver rdma.example.com, but no " \
+        "component of the serving stack installs it and a gke cluster has no preflight" in proc.stdout  # fmt: skip
+    assert proc.stdout.count("WARNING class h100-8x") == 1
     # Only ss-onprem asked for the Gateway.
     assert "eg" in stack.helm_releases("ss-onprem") and "eg" not in stack.helm_releases("ss-gke")
     gateway = stack.get("ss-onprem", "gateway.networking.k8s.io", "v1", "gateways", "gpufleet", "gpufleet-gateway")
@@ -174,6 +193,32 @@ def test_second_run_changes_nothing(stack: StackFleet) -> None:
     recap = _recap(proc.stdout)
     assert set(recap) == set(stack.names)
     assert all(r["changed"] == 0 and r["failed"] == 0 for r in recap.values()), recap
+
+
+def test_check_names_a_gpu_driver_installer_that_misses_pool_nodes(stack: StackFleet) -> None:
+    # A pool node where GKE installed a driver itself carries its version label: the installer keeps off it, so the
+    # pool's nodes are not all covered and the check says which installer and pools.
+    core = stack.core("ss-gke")
+    label = "cloud.google.com/gke-gpu-driver-version"
+    core.patch_node("l4-1", {"metadata": {"labels": {label: "latest"}}})
+    try:
+        proc = stack.run("-e", "serving_stack_check_timeout=3", check=False)
+    finally:
+        core.patch_node("l4-1", {"metadata": {"labels": {label: None}}})
+        # The installer comes back on the node (as on GKE once the label is gone): wait, for the next tests.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            st = stack.apps("ss-gke").read_namespaced_daemon_set("nvidia-driver-installer-cos", "kube-system").status
+            if st.desired_number_scheduled == st.number_ready == 3:
+                break
+            time.sleep(1)
+    assert proc.returncode != 0
+    assert "Serving stack: ss-gke failed" in proc.stdout
+    assert (
+        "GPU driver installer kube-system/nvidia-driver-installer-cos runs on 2 of the 3 node(s) of pool(s) l4, h100x8"
+        in proc.stdout
+    )
+    assert "check ss-onprem: OK" in proc.stdout
 
 
 def test_check_names_a_pool_without_resource_slices(stack: StackFleet) -> None:

@@ -119,8 +119,8 @@ def test_our_own_claims_do_not_reduce_capacity():
             "c1/l4: node l4-1: device gpu-1 tainted gpu.nvidia.com/xid=79:NoSchedule",
         ),
         (
-            lambda n, s, c: c.append(claim("batch", "l4-1", ["gpu-0"])),
-            "c1/l4: node l4-1: 1 device(s) (gpu-0) held by claim other-team/batch of another workload",
+            lambda n, s, c: c.append(claim("batch", "l4-1", ["gpu-0", "gpu-1"])),
+            "c1/l4: node l4-1: 2 device(s) (gpu-0, gpu-1) held by claim other-team/batch of another workload",
         ),
         (lambda n, s, c: n.pop(1), "c1/l4: 2 of 3 declared nodes carry the label gpufleet.io/pool=l4"),
     ],
@@ -132,6 +132,53 @@ def test_each_fault_costs_one_node_and_is_named(fault, note):
     state = observe(nodes, slices, claims)
     assert observed_pools([state]) == {"c1": {"l4": 2}}
     assert note in state.drift(), state.drift()
+
+
+def test_a_foreign_claim_holds_its_devices_not_the_node():
+    # Issue 24 item 6: another team's claim on one of a node's two GPUs leaves the node usable, with that GPU in use.
+    nodes, slices, claims = healthy()
+    claims.append(claim("batch", "l4-1", ["gpu-1"]))
+    state = observe(nodes, slices, claims)
+    assert observed_pools([state]) == {"c1": {"l4": {"nodes": 3, "held": [["gpu-1"]]}}}
+    assert usable_nodes([state.to_dict()]) == observed_pools([state])
+    assert state.to_dict()["pools"][0]["held_devices"] == [["gpu-1"]]
+    assert state.foreign_claims == ["other-team/batch"]
+    assert "c1/l4: node l4-1: 1 device(s) (gpu-1) held by claim other-team/batch of another workload" in state.drift()
+    # Two claims holding both GPUs between them hold the node.
+    claims.append(claim("etl", "l4-1", ["gpu-0"]))
+    assert observed_pools([observe(nodes, slices, claims)]) == {"c1": {"l4": 2}}
+
+
+def test_placement_allocates_around_devices_other_workloads_hold():
+    # fleet_deploy: observed {nodes, held} reach placement as the pool's held devices: a 1-GPU replica fills the free
+    # GPU of the half-held node before an untouched one (the ledger's first fit), a 2-GPU one needs an untouched node.
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+
+    nodes, slices, claims = healthy()
+    claims.append(claim("batch", "l4-1", ["gpu-1"]))
+    capacity = usable_nodes([observe(nodes, slices, claims).to_dict()])
+    classes = {"l4-2x": CLASSES["l4-2x"].model_dump(by_alias=True, exclude_none=True)}
+
+    def dep(name, count, replicas):
+        request = {"name": "gpu", "device_class_name": "gpu.nvidia.com", "count": count}
+        member = {"role": "Standalone", "node_selector": {"devices": [request]}}
+        return {"name": name, "replicas": replicas, "engines": [{"name": "main", "members": [member]}],
+                "candidate_clusters": ["c1"]}  # fmt: skip
+
+    fleet = {
+        "classes": classes,
+        "clusters": [{"name": "c1", "pools": [{"name": "l4", "class": "l4-2x", "nodes": 3}]}],
+        "deployments": [dep("one", 1, 1), dep("two", 2, 3)],
+    }
+    outcome = place_fleet(fleet, [], observed_nodes=capacity)
+    one = outcome.by_deployment()["one"][0]["engines"][0]["members"][0]
+    # Beside the foreign claim's gpu-1, on the node the ledger numbers from the top of the pool (design.md §12).
+    assert one["allocations"] == [{"node": 2, "devices": ["gpu-0"]}]
+    assert outcome.results["two"]["scheduled"] == 2  # two untouched nodes; the half-held one has no pair
+    assert outcome.results["one"]["overcommitted"] == []
+    # The next run observes the same claim: the replica is found beside it again, nothing changes.
+    again = place_fleet(fleet, outcome.replicas, observed_nodes=capacity)
+    assert not again.changed and again.replicas == outcome.replicas
 
 
 def test_a_node_without_a_pool_label_that_publishes_gpus_is_named():
@@ -170,7 +217,8 @@ def test_placement_reads_the_same_capacity_back_from_the_returned_dicts():
     claims.append(claim("batch", "l4-1", ["gpu-0"]))
     cordoned, clean = observe(nodes, slices, claims), observe_cluster("c2", POOLS, CLASSES, *healthy())
     dicts = [cordoned.to_dict(), clean.to_dict()]
-    assert usable_nodes(dicts) == observed_pools([cordoned, clean]) == {"c1": {"l4": 1}, "c2": {"l4": 3}}
+    assert usable_nodes(dicts) == observed_pools([cordoned, clean])
+    assert usable_nodes(dicts) == {"c1": {"l4": {"nodes": 2, "held": [["gpu-0"]]}}, "c2": {"l4": 3}}
     assert pool_notes(dicts) == {"c1": {"l4": cordoned.pools[0].notes()}, "c2": {}}
     assert len(pool_notes(dicts)["c1"]["l4"]) == 2
 

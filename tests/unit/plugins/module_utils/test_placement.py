@@ -1144,12 +1144,23 @@ def place_all(clusters: list[dict], deps: list[dict], replicas: list[dict] | Non
 
 
 def used_nodes(replicas: list[dict]) -> dict[tuple[str, str], int]:
-    used: dict[tuple[str, str], int] = {}
+    """Nodes in use per pool, as the records say (design.md §12): a member without ``allocations`` holds its ``nodes``
+    whole; with them, its pods hold the listed devices of the listed nodes, which pods share. No device is held twice."""
+    whole: dict[tuple[str, str], int] = {}
+    held: dict[tuple[str, str], dict[int, set[str]]] = {}
     for r in replicas:
         for e in r["engines"]:
             for m in e["members"]:
-                used[(r["cluster"], m["pool"])] = used.get((r["cluster"], m["pool"]), 0) + m["nodes"]
-    return used
+                key = (r["cluster"], m["pool"])
+                if not m.get("allocations"):
+                    whole[key] = whole.get(key, 0) + m["nodes"]
+                    continue
+                assert m["nodes"] == len({a["node"] for a in m["allocations"]}), m
+                for a in m["allocations"]:
+                    devices = held.setdefault(key, {}).setdefault(a["node"], set())
+                    assert not devices & set(a["devices"]), (key, a, devices)
+                    devices.update(a["devices"])
+    return {key: whole.get(key, 0) + len(held.get(key, {})) for key in {*whole, *held}}
 
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

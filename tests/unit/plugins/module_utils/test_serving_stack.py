@@ -311,3 +311,236 @@ def test_the_docs_show_the_version_matrix():
     start, end = "<!-- BEGIN version matrix -->\n", "\n<!-- END version matrix -->"
     shown = text[text.index(start) + len(start) : text.index(end)]
     assert shown.splitlines() == matrix_table(VERSIONS)
+
+
+# -- issue 29: the NVIDIA driver on GKE, fabric components, warnings ---------------------------------------------------
+
+L4_GKE = {"gke": {"machine_type": "g2-standard-8", "accelerator": {"type": "nvidia-l4", "count": 1}}}
+GKE_CLASSES = {
+    # GKE's driver installation off (the default, what provisioning sets for DRA): the stack installs the driver.
+    "l4-cos": {"provisioning": L4_GKE, "devices": [{**GPU, "count": 1}]},
+    "l4-ubuntu": {
+        "provisioning": {"gke": {**L4_GKE["gke"], "image_type": "UBUNTU_CONTAINERD"}},
+        "devices": [{**GPU, "count": 1}],
+    },
+    # GKE installs the driver itself: nothing to install.
+    "l4-gke-driver": {
+        "provisioning": {
+            "gke": {**L4_GKE["gke"], "accelerator": {"type": "nvidia-l4", "count": 1, "gpu_driver_version": "LATEST"}}
+        },
+        "devices": [{**GPU, "count": 1}],
+    },
+    "l4-windows": {
+        "provisioning": {"gke": {**L4_GKE["gke"], "image_type": "WINDOWS_LTSC_CONTAINERD"}},
+        "devices": [{**GPU, "count": 1}],
+    },
+    "h100-dranet": {
+        "devices": [GPU, {"name": "nic", "driver": "dra.net", "device_class_name": "rdma.dra.net", "count": 8}]
+    },
+    "p5-efa": {
+        "devices": [GPU, {"name": "efa", "claim": "Synthetic", "driver": "vpc.amazonaws.com", "count": 32}]
+    },
+    **CLASSES,
+}  # fmt: skip
+INSTALLER_TERMS = "spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def gke_plan(pools, version="1.36.2-gke.1100", provider="gke", overrides=None, versions=None):
+    c = {"name": "g1", "provider": provider, "kubernetes_version": version, "pools": pools}
+    return plan_cluster(c, GKE_CLASSES, versions or VERSIONS, {}, overrides)
+
+
+def _get(obj, dotted):
+    for key in dotted.split("."):
+        obj = obj[key]
+    return obj
+
+
+def test_gke_pools_without_gke_driver_get_the_documented_installer_before_the_dra_driver():
+    pools = [
+        {"name": "l4", "class": "l4-cos", "nodes": 2},
+        {"name": "l4b", "class": "l4-cos", "nodes": 1},
+        {"name": "l4u", "class": "l4-ubuntu", "nodes": 1},
+        {"name": "managed", "class": "l4-gke-driver", "nodes": 1},
+    ]
+    p = gke_plan(pools)
+    cos, ubuntu = p["driver_objects"]
+    assert [o["metadata"]["name"] for o in (cos, ubuntu)] == [
+        "nvidia-driver-installer-cos",
+        "nvidia-driver-installer-ubuntu",
+    ]
+    assert {o["metadata"]["namespace"] for o in (cos, ubuntu)} == {"kube-system"}
+    assert all(o["metadata"]["labels"]["gpufleet.io/component"] == "serving-stack" for o in (cos, ubuntu))
+    # The pools whose GKE driver installation is off, never a node where GKE installed one.
+    (term,) = _get(cos, INSTALLER_TERMS)["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [
+        {"key": "gpufleet.io/pool", "operator": "In", "values": ["l4", "l4b"]},
+        {"key": "cloud.google.com/gke-gpu-driver-version", "operator": "DoesNotExist"},
+    ]
+    assert _get(ubuntu, INSTALLER_TERMS)["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["l4u"]
+    # What GKE's manifests do: COS installs into /home/kubernetes/bin/nvidia (the DRA driver's root on GKE), with the
+    # preloaded installer image and the driver pinned for this GKE minor; Ubuntu takes NVIDIA_DRIVER_VERSION.
+    spec = cos["spec"]["template"]["spec"]
+    installer = spec["initContainers"][0]
+    assert installer["image"] == "cos-nvidia-installer:fixed" and installer["imagePullPolicy"] == "Never"
+    assert "/cos-gpu-installer install --version=latest" in installer["command"][2]
+    assert {"name": "NVIDIA_INSTALL_DIR_HOST", "value": "/home/kubernetes/bin/nvidia"} in installer["env"]
+    assert {"name": "nvidia-install-dir-host", "hostPath": {"path": "/home/kubernetes/bin/nvidia"}} in spec["volumes"]
+    assert spec["priorityClassName"] == "system-node-critical" and spec["tolerations"] == [{"operator": "Exists"}]
+    assert release(p, "dra_driver")["values"]["nvidiaDriverRoot"] == "/home/kubernetes/bin/nvidia"
+    u = ubuntu["spec"]["template"]["spec"]["initContainers"][0]
+    assert u["env"] == [{"name": "NVIDIA_DRIVER_VERSION", "value": "570.124.06"}]
+    # Applied before the releases (driver_objects), rendered with everything else, waited for by the check.
+    assert not any(o["kind"] == "DaemonSet" for o in p["objects"])
+    assert [o for o in p["render_objects"] if o["kind"] == "DaemonSet"] == [cos, ubuntu]
+    assert [(i["name"], i["pools"], i["driver"]) for i in p["driver_installers"]] == [
+        ("nvidia-driver-installer-cos", ["l4", "l4b"], "latest"),
+        ("nvidia-driver-installer-ubuntu", ["l4u"], "570.124.06"),
+    ]
+    assert p["warnings"] == []
+
+
+def test_driver_installers_are_schema_valid():
+    from k8s_schemas import validate_objects
+
+    p = gke_plan([{"name": "l4", "class": "l4-cos", "nodes": 2}, {"name": "u", "class": "l4-ubuntu", "nodes": 1}])
+    validate_objects(p["driver_objects"])
+
+
+@pytest.mark.parametrize("provider", ["eks", "existing"])
+def test_only_gke_gets_a_driver_installer(provider):
+    p = gke_plan([{"name": "l4", "class": "l4-cos", "nodes": 2}], provider=provider)
+    assert p["driver_objects"] == [] and p["driver_installers"] == []
+
+
+def test_the_driver_is_pinned_per_gke_version():
+    pools = [{"name": "l4", "class": "l4-cos", "nodes": 2}]
+    versions = copy.deepcopy(VERSIONS)
+    versions["gke_gpu_driver"]["versions"]["1.35"] = {"cos": "580.95.05", "ubuntu": "580.95.05"}
+    (cos,) = gke_plan(pools, version="1.35", versions=versions)["driver_objects"]
+    assert (
+        "/cos-gpu-installer install --version=580.95.05 "
+        in cos["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+    )
+    versions["gke_gpu_driver"]["versions"]["1.35"]["cos"] = "default"
+    (cos,) = gke_plan(pools, version="1.35", versions=versions)["driver_objects"]
+    assert "/cos-gpu-installer install ||" in cos["spec"]["template"]["spec"]["initContainers"][0]["command"][2]
+    with pytest.raises(GpufleetError, match=r"gke_gpu_driver.versions: has no entry for GKE 1.38 \(cluster g1"):
+        gke_plan(pools, version="1.38")
+    with pytest.raises(GpufleetError, match=r"gke_gpu_driver.versions\['1.36'\].cos: 'newest' must be default, latest"):
+        gke_plan(pools, overrides={"gke_gpu_driver": {"versions": {"1.36": {"cos": "newest", "ubuntu": "1.2"}}}})
+
+
+def test_a_gke_pool_left_without_a_driver_is_warned_about():
+    pools = [{"name": "l4", "class": "l4-cos", "nodes": 2}]
+    p = gke_plan(pools, overrides={"gke_gpu_driver": {"enabled": False}})
+    assert p["driver_objects"] == []
+    assert p["warnings"] == [
+        "GKE GPU driver installer disabled (serving_stack_versions.gke_gpu_driver.enabled): pool(s) l4 have GKE's GPU "
+        "driver installation off and nothing installs the NVIDIA driver there; the DRA driver finds no GPUs until you "
+        "install it"
+    ]
+    versions = {k: v for k, v in VERSIONS.items() if k != "gke_gpu_driver"}
+    assert "not in serving_stack_versions" in gke_plan(pools, versions=versions)["warnings"][0]
+    p = gke_plan([{"name": "w", "class": "l4-windows", "nodes": 1}])
+    assert p["driver_objects"] == [] and "run node image WINDOWS_LTSC_CONTAINERD" in p["warnings"][0]
+
+
+def test_check_waits_for_the_driver_installers():
+    p = gke_plan([{"name": "l4", "class": "l4-cos", "nodes": 2}])
+    nodes = [
+        {"metadata": {"name": f"l4-{i}", "labels": {"gpufleet.io/pool": "l4"}}} for i in range(2)
+    ]  # fmt: skip
+    slices = [{"spec": {"nodeName": f"l4-{i}", "driver": "gpu.nvidia.com", "devices": [{}]}} for i in range(2)]
+    classes = [{"metadata": {"name": "gpu.nvidia.com"}}]
+
+    def ds(desired, ready, updated=None, generation=1, observed=1):
+        return {
+            "metadata": {"name": "nvidia-driver-installer-cos", "namespace": "kube-system", "generation": generation},
+            "status": {
+                "desiredNumberScheduled": desired,
+                "numberReady": ready,
+                "updatedNumberScheduled": desired if updated is None else updated,
+                "observedGeneration": observed,
+            },
+        }
+
+    what = "GPU driver installer kube-system/nvidia-driver-installer-cos"
+    for daemonsets, problem in (
+        ([], f"{what} does not exist"),
+        ([ds(2, 2, generation=2)], f"{what}: its current spec is not rolled out yet"),
+        ([ds(1, 1)], f"{what} runs on 1 of the 2 node(s) of pool(s) l4"),
+        ([ds(2, 1)], f"{what}: the NVIDIA driver is installed on 1 of 2 node(s) of pool(s) l4"),
+        ([ds(2, 2, updated=1)], f"{what}: the NVIDIA driver is installed on 1 of 2 node(s)"),
+    ):
+        result = check_cluster(p, classes, slices, nodes, daemonsets)
+        assert not result["ok"] and not result["driver_ok"]
+        assert any(problem in x for x in result["problems"]), (problem, result["problems"])
+    result = check_cluster(p, classes, slices, nodes, [ds(2, 2)])
+    assert result["ok"] and result["driver_ok"], result
+    assert f"{what}: NVIDIA driver latest installed on pool(s) l4" in result["lines"]
+    # Without the DaemonSets (a caller that does not read them) the installers are not checked.
+    assert check_cluster(p, classes, slices, nodes)["ok"]
+
+
+def test_fabric_components_are_chosen_from_the_classes():
+    p = gke_plan([{"name": "l4", "class": "l4-cos", "nodes": 1}])
+    assert not {"dranet", "efa_device_plugin"} & {r["component"] for r in p["releases"]}
+    p = gke_plan([{"name": "l4", "class": "l4-cos", "nodes": 1}, {"name": "x", "class": "h100-dranet", "nodes": 2}])
+    dranet = release(p, "dranet")
+    assert [r["component"] for r in p["releases"]][:3] == ["node_feature_discovery", "dra_driver", "dranet"]
+    assert dranet["chart_ref"] == "oci://registry.k8s.io/networking/charts/dranet" and dranet["version"] == "1.4.0"
+    (term,) = _get(dranet["values"]["affinity"], "nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")[
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [{"key": "gpufleet.io/pool", "operator": "In", "values": ["x"]}]
+    assert "dranet" in [o["metadata"]["name"] for o in kinds(p, "Namespace")]
+    assert p["warnings"] == []
+    # The EFA device plugin: EKS only, tolerating the GPU taint, on the pools with EFA devices.
+    p = gke_plan([{"name": "p5", "class": "p5-efa", "nodes": 2}], provider="eks")
+    efa = release(p, "efa_device_plugin")
+    assert efa["chart_ref"] == "aws-efa-k8s-device-plugin"
+    assert efa["chart_repo_url"] == "https://aws.github.io/eks-charts"
+    assert efa["values"]["tolerations"] == [TOLERATION]
+    assert efa["values"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpufleet.io/pool", "operator": "In", "values": ["p5"]}]}]
+    }
+    assert "efa_device_plugin" not in {r["component"] for r in gke_plan(
+        [{"name": "p5", "class": "p5-efa", "nodes": 2}])["releases"]}  # fmt: skip
+    # A cluster's override reaches the chart's values.
+    p = gke_plan(
+        [{"name": "p5", "class": "p5-efa", "nodes": 2}],
+        provider="eks",
+        overrides={"efa_device_plugin": {"values": {"nodeSelector": {"efa": "present"}}}},
+    )
+    assert release(p, "efa_device_plugin")["values"]["nodeSelector"] == {"efa": "present"}
+
+
+def test_a_class_whose_dra_driver_nothing_installs_is_named_in_a_warning():
+    pools = [{"name": "x", "class": "h100-8x", "nodes": 1}, {"name": "y", "class": "h100-8x", "nodes": 1}]
+    for provider in ("gke", "eks"):
+        (warning,) = gke_plan(pools, provider=provider)["warnings"]
+        assert warning.startswith(
+            "class h100-8x (pool x, y) has claim: DRA devices of driver rdma.example.com, but no component of the "
+            f"serving stack installs it and a {provider} cluster has no preflight that checks it"
+        )
+    # An existing cluster's preflight checks its drivers: no warning; Synthetic devices are never claimed.
+    assert gke_plan(pools, provider="existing")["warnings"] == []
+    assert gke_plan([{"name": "c", "class": "cpu", "nodes": 1}], provider="eks")["warnings"] == []
+    # A fabric component turned off: the warning says so.
+    p = gke_plan([{"name": "x", "class": "h100-dranet", "nodes": 1}], overrides={"dranet": {"enabled": False}})
+    assert "dranet" not in {r["component"] for r in p["releases"]}
+    (warning,) = p["warnings"]
+    assert "class h100-dranet (pool x) has claim: DRA devices of driver dra.net" in warning
+    assert "its component dranet is disabled or not in serving_stack_versions" in warning
+    # ComputeDomains are the DRA driver's own.
+    assert gke_plan([{"name": "g", "class": "gb200", "nodes": 1}])["warnings"] == []
+
+
+def test_the_docs_show_the_gke_driver_pins():
+    from ansible_collections.gpufleet.serving.plugins.module_utils.serving_stack import gke_driver_table
+
+    text = (REPO / "docs/serving-stack.md").read_text()
+    start, end = "<!-- BEGIN gke driver -->\n", "\n<!-- END gke driver -->"
+    shown = text[text.index(start) + len(start) : text.index(end)]
+    assert shown.splitlines() == gke_driver_table(VERSIONS)
