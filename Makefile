@@ -16,7 +16,7 @@ export PATH := $(BIN):$(PATH)
 export ANSIBLE_NOCOLOR := 1
 export ANSIBLE_FORCE_COLOR := 0
 
-.PHONY: help setup demo demo-live test lint typecheck unit sanity ansible-lint molecule build docs-check clean bench localfleet e2e helm crds
+.PHONY: help setup demo demo-live test lint typecheck unit sanity ansible-lint molecule build docs-check clean bench localfleet e2e helm crds schema
 
 # Where `make demo-live` keeps its local fleet (outside the checkout; removed by the target itself).
 LIVE_STATE ?= $(or $(TMPDIR),/tmp)/gpufleet-demo-live
@@ -50,6 +50,11 @@ lint: setup
 typecheck: setup
 	cd $(VENV)/collections && $(BIN)/mypy --config-file $(CURDIR)/pyproject.toml \
 		-p ansible_collections.gpufleet.serving.plugins.module_utils
+
+# The inventory's JSON Schema (schemas/gpufleet_inventory.schema.json), exported from the models; a unit test checks
+# the committed file is current.
+schema: setup
+	$(BIN)/python scripts/inventory-schema
 
 unit: setup crds
 	$(BIN)/python -m pytest -n 2 tests/unit

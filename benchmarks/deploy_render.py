@@ -84,6 +84,7 @@ def generate(root: Path, clusters: int, deployments: int) -> None:
                 "gpufleet_inference_classes": classes,
                 "gpufleet_model_deployments": deps,
                 "gpufleet_model_caches": [],
+                "gpufleet_fleet_name": "bench",
                 "gpufleet_mode": "render",
                 "gpufleet_render_dir": str(root / "rendered"),
             }

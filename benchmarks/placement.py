@@ -16,8 +16,13 @@ fleet takes minutes), and compares speed and placements.
 NIC on the same root (``match_attribute``), "H100 else two A100s" (``first_available``), and every NIC of the node
 (``allocation_mode: All``). The reference cannot express these, so ``--reference`` ignores that flag.
 
+``--existing N`` (issue 24, device-level capacity) first places ``N`` replicas of 1-GPU deployments (untimed: the fleet's
+existing replicas, whose records carry per-device allocations), then times one more deployment placed against them and
+one of them placed again (every replica retained, its recorded devices checked), as the deploy playbook's next run does.
+
     python benchmarks/placement.py [--clusters 500] [--deployments 20] [--replicas 50] [--reference /tmp/scheduling.py]
     python benchmarks/placement.py --dra-depth
+    python benchmarks/placement.py --clusters 5000 --existing 20000
 """
 
 from __future__ import annotations
@@ -446,6 +451,70 @@ def _placements(result: dict[str, Any]) -> list[tuple[str, int, tuple[str, ...]]
 # --------------------------------------------------------------------------------------------------------------------
 
 
+def run_existing(clusters: list, classes: dict, existing: int) -> None:
+    """Issue 24: ``existing`` replicas of 1-GPU deployments packed on the fleet, then one new deployment and one re-run
+    against them, timed."""
+    engine = SelectorEngine()
+    per = 1000
+    memory = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("{q}Gi")) >= 0'
+
+    def dep(name: str, replicas: int, gib: int) -> dict[str, Any]:
+        request = {"name": "gpu", "count": 1, "selectors": [{"cel": memory.replace("{q}", str(gib))}]}
+        return {
+            "name": name,
+            "namespace": "ml-team",
+            "replicas": replicas,
+            "engines": [{"name": "main", "members": [{"role": "Standalone", "node_selector": {"devices": [request]}}]}],
+        }
+
+    deployments = [dep(f"existing-{k:02d}", per, 16 + k % 4) for k in range((existing + per - 1) // per)]
+    parsed_classes = validate_classes(classes)
+    models = validate_clusters(clusters, parsed_classes)
+    records: list = []
+    t0 = time.perf_counter()
+    for d in deployments:
+        result = plan(parse(ModelDeployment, d, "deployment"), parsed_classes, models, records, selectors=engine)
+        records = [r for r in records if r.deployment != d["name"]] + list(result.replicas)
+    built = time.perf_counter() - t0
+    shared = sum(1 for r in records for e in r.engines for m in e.members if m.allocations)
+    nodes = sum(p["nodes"] for c in clusters for p in c["pools"])
+    print(
+        f"existing: {len(records)} replicas of {len(deployments)} 1-GPU deployments on {len(clusters)} clusters "
+        f"({nodes} nodes), {shared} sharing nodes; built in {built:.2f} s"
+    )
+    with Counter() as counter:
+        t0 = time.perf_counter()
+        new = plan(
+            parse(ModelDeployment, dep("new", 1000, 20), "deployment"),
+            parsed_classes,
+            models,
+            records,
+            selectors=engine,
+        )
+        t_new = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        again = plan(
+            parse(ModelDeployment, deployments[0], "deployment"), parsed_classes, models, records, selectors=engine
+        )
+        t_again = time.perf_counter() - t0
+    # The module's path: every replica as a dict (the annotations read back: compact, with allocations), validated.
+    dicts = [r.to_compact() for r in records]
+    t0 = time.perf_counter()
+    via_place = place(
+        deployment=dep("new", 1000, 20), clusters=clusters, classes=classes, replicas=dicts, selectors=engine
+    )
+    t_place = time.perf_counter() - t0
+    print(
+        f"existing: through place() (every replica a dict, validated; {len(dicts)} records): {t_place:.3f} s "
+        f"(scheduled {via_place['scheduled']})"
+    )
+    print(
+        f"existing: one new deployment of 1000 1-GPU replicas placed against them in {t_new:.3f} s "
+        f"(scheduled {new.scheduled}); {deployments[0]['name']} placed again in {t_again:.3f} s "
+        f"(changed: {again.changed}); CEL evaluations {counter.calls}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--clusters", type=int, default=500)
@@ -457,7 +526,13 @@ def main() -> int:
     parser.add_argument("--reference-deployments", type=int, default=2, metavar="N")
     parser.add_argument("--max-seconds", type=float, default=None, help="exit 1 when our total exceeds this")
     parser.add_argument("--dra-depth", action="store_true", help="add constrained / prioritized / All requests")
+    parser.add_argument("--existing", type=int, default=0, metavar="N", help="time placements against N replicas")
     args = parser.parse_args()
+
+    if args.existing:
+        clusters, _deployments = fleet(args.clusters, args.pools, 1, 1, args.seed, CLASSES, False)
+        run_existing(clusters, copy.deepcopy(CLASSES), args.existing)
+        return 0
 
     dra_depth = args.dra_depth and not args.reference
     classes = {**CLASSES, "h100-8x-hgx": HGX_CLASS} if dra_depth else CLASSES

@@ -41,6 +41,12 @@ for f in plugins/filter/*.yml; do
   ansible-doc -t filter "gpufleet.serving.$name" >/dev/null
   echo "ansible-doc filter gpufleet.serving.$name: ok"
 done
+for f in plugins/callback/*.py; do
+  [ -e "$f" ] || continue
+  name=$(basename "$f" .py)
+  ansible-doc -t callback "gpufleet.serving.$name" >/dev/null
+  echo "ansible-doc callback gpufleet.serving.$name: ok"
+done
 for r in roles/*/; do
   [ -d "$r/meta" ] || continue
   name=$(basename "$r")

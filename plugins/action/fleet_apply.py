@@ -10,7 +10,12 @@ from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import render
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends import serving_kinds
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER, selector
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    SERVING_OWNER,
+    FleetIdentity,
+    identity_of,
+    selector,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import (
@@ -21,6 +26,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import 
     skipped_holds,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import write_atomic
+from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import DeploymentRollout, budgets
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 # Rendering imports it when first needed: imported here, in the ansible-playbook process, so the worker does not compile
@@ -36,6 +42,15 @@ class ActionModule(GpufleetAction):
             raise GpufleetError("replicas is required with state_file")
         if (args["objects_by_cluster"] is None) == (args["fleet"] is None):
             raise GpufleetError("exactly one of objects_by_cluster and fleet is required")
+        # Fleet identity: only this fleet's objects are pruned or taken as current; another fleet's are never touched.
+        if args["fleet"] is not None:
+            identity = identity_of(args["fleet"])
+        elif args["fleet_name"] is None:
+            raise GpufleetError("fleet_name is required with objects_by_cluster (the fleet whose objects they are)")
+        else:
+            identity = FleetIdentity.parse(
+                args["fleet_name"], args["adopt_unlabelled"], name_var="fleet_name", adopt_var="adopt_unlabelled"
+            )
         if args["fleet"] is not None:
             if args["replicas"] is None:
                 raise GpufleetError("replicas is required with fleet")
@@ -59,8 +74,16 @@ class ActionModule(GpufleetAction):
             hold=hold,
             keep=keep,
             prune=args["prune"],
+            fleet=identity,
+            # Rolling updates: each deployment's rollout.max_unavailable (a deployment not named gets the default).
+            max_unavailable=(
+                budgets(args["fleet"]["deployments"])
+                if args["fleet"] is not None
+                else {str(k): int(v) for k, v in (args["max_unavailable"] or {}).items()}
+            ),
         )
-        outcomes, held = reconcile_fleet(apis, desired, opts, lost=lost)
+        rollouts: list[DeploymentRollout] = []
+        outcomes, held = reconcile_fleet(apis, desired, opts, lost=lost, report=rollouts)
         clusters = {name: outcomes[name].to_dict() for name in sorted(outcomes)}
         failed = {name: c["failed"] for name, c in clusters.items() if c["failed"]}
         result: dict[str, Any] = {
@@ -69,6 +92,8 @@ class ActionModule(GpufleetAction):
             "failed_clusters": failed,
             "held": held,
             "pending": [{"cluster": name, **p} for name, c in clusters.items() for p in c["pending"]],
+            "rollout": [r.to_dict() for r in rollouts],
+            "rollout_stopped": [r.line() for r in rollouts if r.stopped],
         }
         if args["state_file"] and not self._task.check_mode:
             # Clusters not read this run (unreachable, or outside the play) keep their records as they were.

@@ -8,7 +8,11 @@ from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import backends, dra_cel, quantity, semver
 from ansible_collections.gpufleet.serving.plugins.module_utils.connection import CONNECTION_VARS, kube_connections
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import role_contract
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    ADOPT_UNLABELLED_VAR,
+    FLEET_NAME_VAR,
+    role_contract,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import (
     CACHES_VAR,
@@ -62,6 +66,10 @@ class ActionModule(GpufleetAction):
             resolve_pattern=pattern_resolver(self._loader, groups),
             host_groups=host_groups(groups),
             check_selectors=args["check_selectors"],
+            # Fleet identity: required, so two inventories sharing a cluster never touch each other's objects.
+            fleet_name=arg_or_var("fleet_name", FLEET_NAME_VAR),
+            adopt_unlabelled=arg_or_var("adopt_unlabelled", ADOPT_UNLABELLED_VAR),
+            require_name=True,
         )
         result = {"changed": False, "fleet": fleet.to_dict(), "summary": fleet.summary(), "contract": role_contract()}
         if args["pin_connections"] is not None:

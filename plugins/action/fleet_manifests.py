@@ -6,9 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_DEPLOYMENT, SERVING_OWNER
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends import SERVICE_KIND, workload_kinds
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    LABEL_DEPLOYMENT,
+    SERVING_OWNER,
+    identity_of,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
-from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction
+from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction, read_objects
+from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import budgets, object_key, plan_render
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -16,8 +22,18 @@ class ActionModule(GpufleetAction):
     MODULE = "fleet_manifests"
 
     def execute(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        # Fleet identity: every object carries the fleet's label; only this fleet's files are pruned or overwritten.
+        fleet = identity_of(args["fleet"])
         objects = fleet_manifests(args["fleet"], args["replicas"])
-        result: dict[str, Any] = {"written": [], "removed": [], "unchanged": 0, "removed_clusters": []}
+        result: dict[str, Any] = {
+            "written": [],
+            "removed": [],
+            "unchanged": 0,
+            "removed_clusters": [],
+            "rollout": {"deployments": [], "moves_kept": {}, "moves_removed": {}},
+            "rollout_lines": [],
+        }
+        kinds = [SERVICE_KIND.kind, *(k.kind for k in workload_kinds())]
         if args["render_dir"]:
             # Everything is rendered above, and every cluster planned below, before the first file is written; the
             # commit writes all clusters or none.
@@ -29,19 +45,39 @@ class ActionModule(GpufleetAction):
             held = {str(s["deployment"]) for s in args["unreadable"] if s.get("deployment")}
             kept = {str(s["path"]) for s in args["unreadable"] if s.get("path")}
 
+            # Rolling updates (module_utils/rollout.py): the render directory is what GitOps serves, so of the
+            # workloads whose spec changes only the first wave is written (the others keep their files), and replicas
+            # moved away beyond the deployment's max_unavailable keep their files until the next run.
+            rollout = plan_render(
+                objects,
+                {
+                    c: [
+                        (rel, obj) for _c, rel, obj in read_objects(args["render_dir"], [c], SERVING_OWNER, kinds=kinds)
+                    ]
+                    for c in objects
+                },
+                budgets(args["fleet"]["deployments"]),
+                fleet.name,
+            )
+            kept |= rollout.kept
+
             def keep(rel: str, obj: Any) -> bool:
                 labels = ((obj.get("metadata") or {}).get("labels") or {}) if isinstance(obj, dict) else {}
                 return rel in kept or str(labels.get(LABEL_DEPLOYMENT) or "") in held
 
             for cluster, objs in objects.items():
-                txn.plan(cluster, objs, SERVING_OWNER, prune=args["prune"], keep=keep)
+                later = rollout.held_back.get(cluster, set())
+                now = [o for o in objs if object_key(o) not in later] if later else objs
+                txn.plan(cluster, now, SERVING_OWNER, prune=args["prune"], keep=keep, fleet=fleet)
             if args["prune"]:
-                txn.prune_other_clusters(objects, SERVING_OWNER, keep_file=keep)
+                txn.prune_other_clusters(objects, SERVING_OWNER, keep_file=keep, fleet=fleet)
             outcome = txn.commit()
             result = {
                 "written": outcome.written,
                 "removed": outcome.removed,
                 "unchanged": outcome.unchanged,
                 "removed_clusters": outcome.removed_clusters,
+                "rollout": rollout.to_dict(),
+                "rollout_lines": rollout.lines(),
             }
         return {"changed": bool(result["written"] or result["removed"]), "objects_by_cluster": objects, **result}

@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import pool_notes, usable_nodes
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_CLUSTER, SERVING_OWNER
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    LABEL_CLUSTER,
+    SERVING_OWNER,
+    describe_object,
+    identity_of,
+    object_labels,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import observe, place_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.guard import (
     capacity_losses,
@@ -50,7 +56,15 @@ class ActionModule(GpufleetAction):
                 (cluster, obj, rel)
                 for cluster, rel, obj in read_objects(args["render_dir"], selector=SERVING_OWNER, kinds=["Service"])
             )
-        seen = observe(objects)
+        # Fleet identity: only this fleet's objects are its observed replicas; another fleet's on a shared cluster are
+        # not (their devices count as held by another workload); an unlabelled one nobody decided about stops here.
+        identity = identity_of(fleet)
+        owned = identity.split(objects, lambda item: object_labels(item[1]))
+        if owned.undecided:
+            raise identity.unlabelled_error(
+                item[2] if item[2] else describe_object(item[1], item[0]) for item in owned.undecided
+            )
+        seen = observe(owned.mine)
         observed = [r for r in seen.replicas() if r["cluster"] not in unreachable]
         # A cluster that could not be read keeps the replicas it had at the last successful run.
         observed += [r for r in args["fallback_replicas"] if r.get("cluster") in unreachable]

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import CAPACITY_KINDS, observe_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import (
+    CAPACITY_KINDS,
+    observe_fleet,
+    owned_replicas,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import identity_of
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import Read, connect, read_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.placement import validate_classes
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
@@ -34,6 +39,14 @@ class ActionModule(GpufleetAction):
             "errors": errors,
         }
         if fleet:
-            states = observe_fleet(fleet, classes, {c: [o for objs in lists[c][n:] for o in objs] for c in lists})
+            # A claim is this fleet's when the replica it serves is: one whose objects (among those read) the fleet
+            # owns. Another fleet's claims on a shared cluster hold their devices like any other workload's.
+            owned = None
+            if fleet.get("name"):
+                identity = identity_of(fleet)
+                owned = {c: owned_replicas((o for objs in lists[c][:n] for o in objs), identity) for c in lists}
+            states = observe_fleet(
+                fleet, classes, {c: [o for objs in lists[c][n:] for o in objs] for c in lists}, owned=owned
+            )
             result["capacity"] = [s.to_dict() for s in states]
         return result

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import FleetIdentity
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import sync
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
@@ -14,6 +15,11 @@ class ActionModule(GpufleetAction):
     MODULE = "manifest_dir"
 
     def execute(self, args: dict[str, Any], task_vars: dict[str, Any]) -> dict[str, Any]:
+        fleet = None
+        if args["fleet"] is not None:
+            fleet = FleetIdentity.parse(
+                args["fleet"], args["adopt_unlabelled"], name_var="fleet", adopt_var="adopt_unlabelled"
+            )
         outcome = sync(
             args["path"],
             args["cluster"],
@@ -21,6 +27,7 @@ class ActionModule(GpufleetAction):
             {str(k): str(v) for k, v in args["owner"].items()},
             prune=args["prune"],
             check_mode=bool(self._task.check_mode),
+            fleet=fleet,
         )
         return {
             "changed": outcome.changed,

@@ -26,6 +26,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects imp
     job_status,
     summarize_status,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import FleetIdentity, parse_adopt
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 
 FILTER = "cache_manifests"
@@ -58,11 +59,17 @@ def cache_manifests(
     storage_class: Any = None,
     options: Any = None,
     adopted_check: Any = False,
+    fleet: Any = None,
     **kwargs: Any,
 ) -> list[dict[str, Any]]:
-    """``cache | gpufleet.serving.cache_manifests(cluster, hydrator=lookup('file', 'hydrate.py'), image=...)``."""
+    """``cache | gpufleet.serving.cache_manifests(cluster, hydrator=..., fleet=gpufleet_fleet_name, image=...)``."""
     if cluster is None:
         raise AnsibleFilterError(f"{FILTER}: cluster is required (a cluster name or a fleet_info cluster)")
+    if fleet is None:
+        raise AnsibleFilterError(
+            f"{FILTER}: fleet is required: the fleet's name (gpufleet_fleet_name), the gpufleet.io/fleet label of "
+            "every object"
+        )
     if not isinstance(hydrator, str) or not hydrator.strip():
         raise AnsibleFilterError(
             f"{FILTER}: hydrator is required: the hydrator program's text, "
@@ -75,6 +82,7 @@ def cache_manifests(
     if not isinstance(adopted_check, bool):
         raise AnsibleFilterError(f"{FILTER}: adopted_check must be true or false (got {adopted_check!r})")
     try:
+        name = FleetIdentity.parse(_plain(fleet), name_var="fleet").name
         opts = HydrationOptions.from_mapping({**_plain(options or {}), **_plain(kwargs)})
         return cache_objects(
             _plain(cache),
@@ -83,6 +91,7 @@ def cache_manifests(
             storage_class=None if storage_class is None else str(storage_class),
             options=opts,
             adopted_check=adopted_check,
+            fleet=name,
         )
     except GpufleetError as exc:
         raise AnsibleFilterError(f"{FILTER}: {exc}") from exc
@@ -130,12 +139,16 @@ def cache_jobs_to_delete(others: Any, job_name: Any = None, before: Any = None) 
         raise AnsibleFilterError(f"{DELETE_FILTER}: {exc}") from exc
 
 
-def cache_pvc_change_error(existing: Any, desired: Any = None, cluster: Any = "") -> str:
-    """``pvc_info.resources | gpufleet.serving.cache_pvc_change_error(pvc, inventory_hostname)``."""
+def cache_pvc_change_error(existing: Any, desired: Any = None, cluster: Any = "", adopt_unlabelled: Any = None) -> str:
+    """``pvc_info.resources | gpufleet.serving.cache_pvc_change_error(pvc, inventory_hostname, adopt_unlabelled=...)``."""
     if isinstance(existing, (str, Mapping)) or not isinstance(existing, (list, tuple)):
         raise AnsibleFilterError(f"{PVC_FILTER}: the input must be a list of PersistentVolumeClaim objects")
     try:
-        return pvc_change_error(_plain(list(existing)), _plain(desired), str(cluster))
+        adopt = parse_adopt(_plain(adopt_unlabelled))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"{PVC_FILTER}: adopt_unlabelled {exc}") from exc
+    try:
+        return pvc_change_error(_plain(list(existing)), _plain(desired), str(cluster), adopt)
     except GpufleetError as exc:
         raise AnsibleFilterError(f"{PVC_FILTER}: {exc}") from exc
 

@@ -25,10 +25,16 @@ def serving_manifests(
     gateway: Any = None,
     labels: Any = None,
     annotations: Any = None,
+    fleet: Any = None,
 ) -> list[dict[str, Any]]:
-    """``replicas | gpufleet.serving.serving_manifests(deployment, cluster=inventory_hostname, caches=...)``."""
+    """``replicas | gpufleet.serving.serving_manifests(deployment, cluster=inventory_hostname, fleet=..., ...)``."""
     if cluster is None:
         raise AnsibleFilterError(f"{FILTER}: cluster is required (the inventory host whose replicas to render)")
+    if fleet is None:
+        raise AnsibleFilterError(
+            f"{FILTER}: fleet is required: the fleet's name (gpufleet_fleet_name), the gpufleet.io/fleet label of "
+            "every object"
+        )
     try:
         return render_serving_manifests(
             replicas,
@@ -38,6 +44,7 @@ def serving_manifests(
             gateway=gateway,
             labels=labels,
             annotations=annotations,
+            fleet=fleet,
         )
     except GpufleetError as exc:
         raise AnsibleFilterError(f"{FILTER}: {exc}") from exc

@@ -29,9 +29,12 @@ RETURN = r"""
 _raw:
   description:
     - One mapping with C(managed_selector), C(serving_owner_selector), C(cache_owner_selector) (label selector lists),
-      C(cache_owner_labels) (a label mapping), C(label_component), C(component_cache), C(label_cache),
-      C(label_cluster), C(annotation_hydrated_by), C(annotation_placement), C(node_pool_label) (keys and values) and
-      C(serving_kinds), C(workload_kinds) (lists of C({api_version, kind})).
+      C(serving_owner_labels), C(cache_owner_labels) (label mappings), C(label_component), C(component_cache),
+      C(label_cache), C(label_cluster), C(label_fleet), C(annotation_hydrated_by), C(annotation_placement),
+      C(node_pool_label) (keys and values) and C(serving_kinds), C(workload_kinds) (lists of C({api_version, kind})).
+    - The selectors and owner labels match the collection's objects of every fleet; C(label_fleet)
+      (C(gpufleet.io/fleet)) tells fleets apart - select one fleet's with the M(gpufleet.serving.fleet_owned#filter)
+      filter.
   type: list
   elements: dict
 """

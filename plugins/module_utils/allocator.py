@@ -32,10 +32,24 @@ names; such a request forms no part of the claim.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.api import (
+    CapacityRequestPolicy,
+    DeviceTaint,
+    untolerated,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.constraints import (
+    Constraint,
+    DistinctAttribute,
+    make,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.constraints import (
+    MatchAttribute as MatchAttribute,  # re-exported: the allocator's constraint of design.md §3a
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.features import ALL, Features
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     CLAIM_DEVICES_MAX,
     DeviceRequest,
@@ -43,6 +57,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     InferenceClass,
     NodeSelector,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import Quantity, parse_quantity
 
 #: Search steps one allocation may take before it gives up (answering "does not fit", with that reason). Far above
 #: what any realistic claim needs: the group search is linear in the devices for claims without constraints.
@@ -68,6 +83,13 @@ class NodeDevice:
     slice: dict[str, Any]  # {name, driver, attributes, capacity}
     shape: str  # canonical JSON without the name: devices with equal shapes are identical to selectors
     label: str  # for messages: "gpu (NVIDIA H100 80GB HBM3)"
+    taints: tuple[DeviceTaint, ...] = ()  # design.md §12: not visible to CEL; a request must tolerate them
+    #: design.md §12, consumable capacity: several claims may be allocated the device (``allowMultipleAllocations``).
+    multi: bool = False
+    #: Capacity name -> (value, request policy).
+    capacity: tuple[tuple[str, Quantity, CapacityRequestPolicy | None], ...] = ()
+    #: design.md §12, partitionable devices: (counter set, ((counter, quantity), ...)) it consumes while allocated.
+    consumes: tuple[tuple[str, tuple[tuple[str, Quantity], ...]], ...] = ()
 
 
 def node_devices(cls: InferenceClass) -> list[NodeDevice]:
@@ -78,9 +100,74 @@ def node_devices(cls: InferenceClass) -> list[NodeDevice]:
     for d in cls.devices:
         product = d.attributes.get("productName")
         label = f"{d.name} ({product.string})" if product is not None and product.string else d.name
-        for dev in d.slice_devices():
+        for i, dev in enumerate(d.slice_devices()):
             shape = json.dumps({k: v for k, v in dev.items() if k != "name"}, sort_keys=True, separators=(",", ":"))
-            out.append(NodeDevice(dev["name"], d.name, d.claim, d.driver, d.device_class_name, dev, shape, label))
+            policies = {k: v.request_policy for k, v in d.capacity.items()}
+            if d.instances is not None:
+                policies.update({k: v.request_policy for k, v in d.instances[i].capacity.items()})
+            capacity = tuple(
+                (name, parse_quantity(c["value"]), policies.get(name)) for name, c in sorted(dev["capacity"].items())
+            )
+            consumes = tuple(
+                (name, tuple((k, parse_quantity(v)) for k, v in sorted(counters.items())))
+                for name, counters in d.counter_consumption(i)
+            )
+            out.append(
+                NodeDevice(
+                    dev["name"],
+                    d.name,
+                    d.claim,
+                    d.driver,
+                    d.device_class_name,
+                    dev,
+                    shape,
+                    label,
+                    d.device_taints(i),
+                    d.allow_multiple_allocations,
+                    capacity,
+                    consumes,
+                )
+            )
+    return out
+
+
+Counters = dict[str, dict[str, dict[str, Quantity]]]  # driver -> counter set -> counter -> quantity
+
+
+def node_counters(cls: InferenceClass) -> Counters:
+    """The counter sets one node of ``cls`` publishes, per driver (design.md §12)."""
+    return {
+        driver: {name: {k: parse_quantity(v) for k, v in counters.items()} for name, counters in sets.items()}
+        for driver, sets in cls.counter_sets().items()
+    }
+
+
+Shared = dict[int, dict[str, Quantity]]  # device index -> capacity consumed on it by other claims
+
+
+def consume(
+    request: dict[str, str] | None, device: NodeDevice, already: dict[str, Quantity] | None = None
+) -> dict[str, Quantity] | None:
+    """Upstream ``CmpRequestOverCapacity`` + ``GetConsumedCapacityFromRequest``: what a request with capacity
+    ``request`` consumes of ``device`` when ``already`` is consumed there (by other claims, and earlier requests of
+    this claim), or None when it cannot: it names a capacity the device does not have, a policy rejects the amount,
+    or the device does not have that much left."""
+    table = {name: (value, policy) for name, value, policy in device.capacity}
+    if request and any(name not in table for name in request):
+        return None
+    out: dict[str, Quantity] = {}
+    for name, (value, policy) in table.items():
+        asked = parse_quantity(request[name]) if request and name in request else None
+        if policy is None:
+            used = asked if asked is not None else value
+        else:
+            used = policy.consumed(asked, value)
+            if policy.violated(used):
+                return None
+        total = used if not already or name not in already else already[name].add(used)
+        if total.cmp(value) > 0:
+            return None
+        out[name] = used
     return out
 
 
@@ -104,45 +191,7 @@ def lookup_attribute(device: NodeDevice, qualified: str) -> tuple[str, Any] | No
 # --------------------------------------------------------------------------------------------------------------------
 
 
-class MatchAttribute:
-    """``matchAttribute``: all devices of the named requests (all requests when none is named) share one value.
-
-    ``add``/``remove`` mirror upstream's ``constraint`` interface (``matchAttributeConstraint``), for ``n`` identical
-    devices at once. A request named ``parent`` covers whichever alternative is chosen; ``parent/sub`` only that one."""
-
-    def __init__(self, requests: Sequence[str], attribute: str) -> None:
-        self.requests = frozenset(requests)
-        self.attribute = attribute
-        self.value: tuple[str, Any] | None = None
-        self.devices = 0
-
-    def applies(self, request: str, sub: str | None) -> bool:
-        if not self.requests:
-            return True
-        return request in self.requests or (sub is not None and f"{request}/{sub}" in self.requests)
-
-    def add(self, request: str, sub: str | None, value: tuple[str, Any] | None, n: int) -> bool:
-        if not self.applies(request, sub):
-            return True
-        if value is None:
-            return False
-        if self.devices == 0:
-            self.value = value
-        elif value != self.value:
-            return False
-        self.devices += n
-        return True
-
-    def remove(self, request: str, sub: str | None, n: int) -> None:
-        if not self.applies(request, sub):
-            return
-        self.devices -= n
-        if self.devices == 0:
-            self.value = None
-
-    def describe(self) -> str:
-        over = ", ".join(sorted(self.requests)) if self.requests else "every request"
-        return f"constraint match_attribute {self.attribute} over {over}"
+# MatchAttribute / DistinctAttribute: dra/constraints.py (upstream's ``constraint`` interface).
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -170,6 +219,8 @@ class Allocation:
     #: The node's devices (indexes into the node's device list) the claim is allocated, in the order upstream's
     #: allocator picks them; synthetic devices are not claimed and not listed.
     devices: tuple[int, ...] = ()
+    #: Capacity the claim consumes on devices that allow multiple allocations (design.md §12).
+    consumed: Shared = field(default_factory=dict)
 
     @property
     def claims(self) -> bool:
@@ -195,6 +246,10 @@ class _Choice:
     candidates: list[int]  # device indices that match
     kind_devices: list[int] = field(default_factory=list)  # every device of the class, in node order
     errors: dict[int, str] = field(default_factory=dict)  # devices of the class a selector fails on, and why
+    #: Matching devices of an All request that cannot be allocated to it (an untolerated taint): the request fails.
+    blocked: frozenset[int] = frozenset()
+    #: The alternative's ``capacity.requests`` (consumable capacity).
+    capacity: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         self.candidate_set = frozenset(self.candidates)
@@ -230,10 +285,16 @@ def _choices(
     check: Check,
     constrained: set[str],
     taken: frozenset[int] = frozenset(),
+    features: Features = ALL,
+    shared: Shared | None = None,
 ) -> _Request:
     """The ways to satisfy ``request`` on a node whose devices ``taken`` are allocated to other claims. Upstream skips a
     device in use before it evaluates selectors on it for an ``ExactCount`` request; an ``All`` request evaluates every
-    device of the node first (``validateDeviceRequest``) and fails on one that is in use."""
+    device of the node first (``validateDeviceRequest``) and fails on one that is in use. A device with a taint the
+    alternative does not tolerate is skipped after its selectors are evaluated (``allocateDevice``); an ``All``
+    request fails on it. With consumable capacity, a device without the capacity the alternative asks for (left) is
+    skipped by both (``CmpRequestOverCapacity``); a device that consumes counters is not allocatable without the
+    partitionable-devices feature."""
     choices: list[_Choice] = []
     why: list[str] = []
     fa = request.first_available is not None
@@ -246,6 +307,8 @@ def _choices(
         errors: dict[str | None, dict[int, str]] = {}
         seen_shapes: set[tuple[str, str | None]] = set()
         skip_taken = bool(taken) and alt.allocation_mode != "All"
+        tolerations = tuple(alt.tolerations)
+        tainted: dict[str | None, set[int]] = {}
         for di, dev in enumerate(devices):
             if skip_taken and di in taken:
                 continue
@@ -270,6 +333,25 @@ def _choices(
                     seen_shapes.add(key)
                     reasons.append(failed)
                 continue
+            if features.consumable_capacity and dev.claim == "DRA":
+                asked = alt.capacity.requests if alt.capacity is not None else None
+                if consume(asked, dev, (shared or {}).get(di)) is None:
+                    if key not in seen_shapes:
+                        seen_shapes.add(key)
+                        reasons.append(f"device {dev.label} has not the capacity {label} asks for left")
+                    continue
+            if dev.consumes and not features.partitionable_devices:
+                missing = features.missing("partitionable_devices", f"device {dev.name} consumes counters, which")
+                reasons.append(missing or "")
+                if alt.allocation_mode != "All":
+                    continue
+                tainted.setdefault(kind, set()).add(di)
+            taint = untolerated(dev.taints, tolerations) if dev.taints and features.device_taints else None
+            if taint is not None:
+                reasons.append(f"device {dev.name} is tainted {taint.text()}, which {label} does not tolerate")
+                if alt.allocation_mode != "All":
+                    continue
+                tainted.setdefault(kind, set()).add(di)
             by_kind.setdefault(kind, []).append(di)
         if not by_kind:
             why.append(f"{label}: {'; '.join(dict.fromkeys(reasons)) or 'the class has no devices'}")
@@ -286,7 +368,18 @@ def _choices(
                 continue
             count = len(idx) if alt.allocation_mode == "All" else alt.devices
             choices.append(
-                _Choice(request.name, sub, alt.allocation_mode, count, kind, idx, of_kind[kind], errors.get(kind, {}))
+                _Choice(
+                    request.name,
+                    sub,
+                    alt.allocation_mode,
+                    count,
+                    kind,
+                    idx,
+                    of_kind[kind],
+                    errors.get(kind, {}),
+                    frozenset(tainted.get(kind, ())),
+                    dict(alt.capacity.requests) if alt.capacity is not None else None,
+                )
             )
     return _Request(request.name, choices, why)
 
@@ -303,7 +396,7 @@ class _Walk:
         self,
         requests: list[_Request],
         devices: list[NodeDevice],
-        constraints: list[MatchAttribute],
+        constraints: list[Constraint],
         taken: frozenset[int] = frozenset(),
     ) -> None:
         self.requests = requests
@@ -331,7 +424,7 @@ class _Walk:
 
     def _constrain(self, choice: _Choice, value: Callable[[str], tuple[str, Any] | None], n: int) -> bool:
         """Add ``n`` devices whose attributes ``value`` gives to every constraint (all or none of them)."""
-        done: list[MatchAttribute] = []
+        done: list[Constraint] = []
         for c in self.constraints:
             if not c.add(choice.request, choice.sub, value(c.attribute), n):
                 for d in done:
@@ -381,7 +474,7 @@ class _Search(_Walk):
         self,
         requests: list[_Request],
         devices: list[NodeDevice],
-        constraints: list[MatchAttribute],
+        constraints: list[Constraint],
         taken: frozenset[int] = frozenset(),
     ) -> None:
         super().__init__(requests, devices, constraints, taken)
@@ -404,7 +497,9 @@ class _Search(_Walk):
                 last = key
             self.groups[-1].append(di)
         # Devices of other claims are in no ExactCount choice; an All choice counts them, and fails on them.
-        self.free = [sum(1 for di in g if di not in taken) for g in self.groups] if taken else [len(g) for g in self.groups]
+        self.free = (
+            [sum(1 for di in g if di not in taken) for g in self.groups] if taken else [len(g) for g in self.groups]
+        )
         self.values = [{a: lookup_attribute(devices[g[0]], a) for a in attrs} for g in self.groups]
         self.trail: list[tuple[_Choice, int, int]] = []  # (choice, group, devices taken from it), in search order
         self.choice_groups: dict[int, list[int]] = {
@@ -437,6 +532,8 @@ class _Search(_Walk):
         return tuple(out)
 
     def _all(self, choice: _Choice, ri: int) -> bool:
+        if choice.blocked:
+            return False  # a matching device is tainted and not tolerated: All cannot take it
         taken: list[tuple[int, int]] = []
         ok = True
         for gi in self.choice_groups[id(choice)]:
@@ -476,42 +573,139 @@ class _Search(_Walk):
 
 class _DeviceSearch(_Walk):
     """Upstream's ``allocateOne``, device by device in node order, with its two ways to stop early: a selector that
-    fails with an error on a device the search looks at, and an ``All`` device a constraint rejects. Used only when
-    one of them can happen; otherwise every exhaustive search gives the same answer and :class:`_Search` is faster."""
+    fails with an error on a device the search looks at, and an ``All`` device a constraint rejects. Used when one of
+    them can happen, and for what upstream keeps per device (design.md §12): capacity consumed on devices that allow
+    multiple allocations (several requests of the claim may take one), the counters devices consume, and
+    ``distinct_attribute`` constraints. Otherwise every exhaustive search gives the same answer and :class:`_Search`
+    is faster."""
 
     def __init__(
         self,
         requests: list[_Request],
         devices: list[NodeDevice],
-        constraints: list[MatchAttribute],
+        constraints: list[Constraint],
         taken: frozenset[int] = frozenset(),
+        features: Features = ALL,
+        shared: Shared | None = None,
+        counters: Counters | None = None,
     ) -> None:
         super().__init__(requests, devices, constraints, taken)
         self.used: set[int] = set(taken)
-        self.trail: list[tuple[_Choice, int]] = []
+        self.trail: list[tuple[_Choice, int, dict[str, Quantity] | None, bool]] = []
+        self.features = features
+        self.shared = shared or {}
+        self.allocating: Shared = {}  # capacity this claim consumes on shared devices so far
+        self.shares: dict[int, int] = {}  # shared device -> how many of this claim's requests hold it
+        self.capacity_asked = {(c.request, c.sub): c.capacity for r in requests for c in r.choices}
+        # Counters: what other claims' devices left (upstream ``availableCounters``), and what this claim takes.
+        self.available: Counters = {}
+        self.counting: Counters = {}
+        if counters and features.partitionable_devices:
+            in_use = set(taken) | set(self.shared)
+            for driver, sets in counters.items():
+                avail = {name: dict(values) for name, values in sets.items()}
+                for di in in_use:
+                    dev = devices[di]
+                    if dev.driver != driver:
+                        continue
+                    for name, values in dev.consumes:
+                        for counter, amount in values:
+                            if name in avail and counter in avail[name]:
+                                avail[name][counter] = avail[name][counter].sub(amount)
+                self.available[driver] = avail
+                self.counting[driver] = {name: {} for name in avail}
 
-    def _add(self, choice: _Choice, di: int) -> bool:
-        device = self.devices[di]
-        if not self._constrain(choice, lambda attribute: lookup_attribute(device, attribute), 1):
-            return False
-        self.used.add(di)
-        self.trail.append((choice, di))
+    def _counters(self, dev: NodeDevice, sign: int) -> None:
+        pool = self.counting.setdefault(dev.driver, {})
+        for name, values in dev.consumes:
+            table = pool.setdefault(name, {})
+            for counter, amount in values:
+                have = table.get(counter)
+                delta = amount if sign > 0 else amount.neg()
+                table[counter] = delta if have is None else have.add(delta)
+
+    def _counters_fit(self, dev: NodeDevice) -> bool:
+        """``checkAvailableCounters``: every counter of every set of the device's pool still covers what is taken."""
+        for name, values in self.available.get(dev.driver, {}).items():
+            taken = self.counting.get(dev.driver, {}).get(name, {})
+            for counter, available in values.items():
+                used = taken.get(counter)
+                if used is not None and available.cmp(used) < 0:
+                    return False
+                if used is None and available.sign() < 0:
+                    return False
         return True
 
+    def _add(self, choice: _Choice, di: int) -> bool:
+        return self._try(choice, di) == ""
+
+    def _try(self, choice: _Choice, di: int) -> str:
+        """Allocate ``di`` to ``choice`` as upstream's ``allocateDevice``: "" when done, else "unavailable" (counters,
+        capacity) or "constraint"."""
+        device = self.devices[di]
+        multi = device.multi and self.features.consumable_capacity
+        reserved = False
+        # A shared device already in use has its counters counted (upstream ``skipCounterCheck``).
+        in_use = multi and (di in self.shared or di in self.shares)
+        if device.consumes and self.features.partitionable_devices and not in_use:
+            self._counters(device, 1)
+            if not self._counters_fit(device):
+                self._counters(device, -1)
+                return "unavailable"
+            reserved = True
+        if not self._constrain(choice, lambda attribute: lookup_attribute(device, attribute), 1):
+            if reserved:
+                self._counters(device, -1)
+            return "constraint"
+        consumed: dict[str, Quantity] | None = None
+        if self.features.consumable_capacity and (device.capacity or multi):
+            already = _plus(self.shared.get(di), self.allocating.get(di))
+            consumed = consume(self.capacity_asked.get((choice.request, choice.sub)), device, already)
+            if consumed is None:
+                self._unconstrain(choice, 1)
+                if reserved:
+                    self._counters(device, -1)
+                return "unavailable"
+            if multi:
+                self.allocating[di] = _plus(self.allocating.get(di), consumed) or {}
+                self.shares[di] = self.shares.get(di, 0) + 1
+            else:
+                consumed = None
+        if not multi:
+            self.used.add(di)
+        self.trail.append((choice, di, consumed, reserved))
+        return ""
+
     def _remove(self, choice: _Choice, di: int) -> None:
+        _choice, _di, consumed, reserved = self.trail.pop()
+        device = self.devices[di]
         self._unconstrain(choice, 1)
-        self.used.discard(di)
-        self.trail.pop()
+        if consumed is not None:
+            self.shares[di] -= 1
+            if self.shares[di]:
+                self.allocating[di] = _minus(self.allocating[di], consumed)
+            else:
+                del self.shares[di], self.allocating[di]
+        if reserved:
+            self._counters(device, -1)
+        if not (device.multi and self.features.consumable_capacity):
+            self.used.discard(di)
 
     def picked_devices(self) -> tuple[int, ...]:
-        return tuple(di for choice, di in self.trail if choice.device_class_name)
+        return tuple(dict.fromkeys(di for choice, di, _c, _r in self.trail if choice.device_class_name))
+
+    def consumed(self) -> Shared:
+        return {di: dict(c) for di, c in self.allocating.items()}
 
     def _all(self, choice: _Choice, ri: int) -> bool:
         taken: list[int] = []
         for di in choice.candidates:
-            if di in self.used:
+            if di in self.used or di in choice.blocked:
                 break
-            if not self._add(choice, di):
+            outcome = self._try(choice, di)
+            if outcome == "unavailable":
+                break
+            if outcome:
                 raise _Abort(
                     f"request {choice.request} (All): device {self.devices[di].name} breaks a constraint, and "
                     "kube-scheduler gives up on a claim whose All request a constraint rejects"
@@ -549,11 +743,29 @@ class _DeviceSearch(_Walk):
         return False
 
 
+def _plus(a: dict[str, Quantity] | None, b: dict[str, Quantity] | None) -> dict[str, Quantity] | None:
+    if not a:
+        return dict(b) if b else None
+    if not b:
+        return dict(a)
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = v if k not in out else out[k].add(v)
+    return out
+
+
+def _minus(a: dict[str, Quantity], b: dict[str, Quantity]) -> dict[str, Quantity]:
+    return {k: (v.sub(b[k]) if k in b else v) for k, v in a.items()}
+
+
 def allocate(
     node_selector: NodeSelector,
     devices: list[NodeDevice],
     check: Check,
     taken: frozenset[int] = frozenset(),
+    features: Features = ALL,
+    shared: Shared | None = None,
+    counters: Counters | None = None,
 ) -> Allocation:
     """Allocate one member's claim on one node whose devices are ``devices``, of which those in ``taken`` (indexes) are
     allocated to other claims; ``check(cel, device)`` evaluates a selector (``(matches, error)``). Exact: ``ok`` is
@@ -562,11 +774,14 @@ def allocate(
     requests_in = node_selector.devices
     if not requests_in:
         return Allocation(True)
+    missing = _missing_features(node_selector, devices, features)
+    if missing:
+        return Allocation(False, why=missing)
     constrained: set[str] = set()
     for c in node_selector.constraints:
         names = [r.partition("/")[0] for r in c.requests] or [r.name for r in requests_in]
         constrained.update(names)
-    requests = [_choices(r, devices, check, constrained, taken) for r in requests_in]
+    requests = [_choices(r, devices, check, constrained, taken, features, shared) for r in requests_in]
     for req in requests:
         if not req.choices:
             return Allocation(False, why=_no_choice(req))
@@ -581,7 +796,7 @@ def allocate(
             why=f"the claim needs at least {least} devices here; Kubernetes allocates at most {CLAIM_DEVICES_MAX} "
             "devices to one claim",
         )
-    constraints = [MatchAttribute(c.requests, c.match_attribute) for c in node_selector.constraints]
+    constraints = [make(c.requests, c.match_attribute, c.distinct_attribute) for c in node_selector.constraints]
     # Upstream evaluates every device of an All request (and of every All alternative) before it searches: a selector
     # error there stops the claim whatever would be chosen.
     for req in requests:
@@ -598,9 +813,17 @@ def allocate(
         for req in requests
         for choice in req.choices
     )
+    # What upstream keeps per device (shared devices' capacity, counters, distinct values): device by device too.
+    per_device = any(isinstance(c, DistinctAttribute) for c in constraints) or any(
+        (features.consumable_capacity and devices[di].multi)
+        or (features.partitionable_devices and devices[di].consumes)
+        for req in requests
+        for choice in req.choices
+        for di in choice.candidates
+    )
     search: _Walk = (
-        _DeviceSearch(requests, devices, constraints, taken)
-        if upstream_order
+        _DeviceSearch(requests, devices, constraints, taken, features, shared, counters)
+        if upstream_order or per_device
         else _Search(requests, devices, constraints, taken)
     )
     if search.run():
@@ -610,13 +833,37 @@ def allocate(
                 choice = next(c for c in req.choices if c.sub == chosen.sub and c.device_class_name is None)
                 synthetic.extend(devices[i].entry for i in choice.candidates)
         return Allocation(
-            True, list(search.picked), synthetic=list(dict.fromkeys(synthetic)), devices=search.picked_devices()
+            True,
+            list(search.picked),
+            synthetic=list(dict.fromkeys(synthetic)),
+            devices=search.picked_devices(),
+            consumed=search.consumed() if isinstance(search, _DeviceSearch) else {},
         )
     if search.aborted:
         return Allocation(False, why=search.aborted)
     if search.exhausted:
         return Allocation(False, why=f"gave up after {SEARCH_BUDGET} search steps without finding an allocation")
     return Allocation(False, why=_why_not(requests, devices, constraints, taken))
+
+
+def _missing_features(node_selector: NodeSelector, devices: list[NodeDevice], features: Features) -> str:
+    """Why the claim needs an allocator feature the cluster's Kubernetes lacks ("" when it does not)."""
+    for request in node_selector.devices:
+        for alt in request.alternatives:
+            label = _alt_label(request, alt)
+            why = None
+            if alt.tolerations:
+                why = features.missing("device_taints", f"request {label}: tolerations")
+            if why is None and alt.capacity is not None:
+                why = features.missing("consumable_capacity", f"request {label}: capacity requests")
+            if why:
+                return why
+    for ci, c in enumerate(node_selector.constraints):
+        if c.distinct_attribute is not None:
+            why = features.missing("consumable_capacity", f"constraints[{ci}]: distinct_attribute")
+            if why:
+                return why
+    return ""
 
 
 def _no_choice(req: _Request) -> str:
@@ -628,7 +875,7 @@ def _no_choice(req: _Request) -> str:
 def _why_not(
     requests: list[_Request],
     devices: list[NodeDevice],
-    constraints: list[MatchAttribute],
+    constraints: list[Constraint],
     taken: frozenset[int] = frozenset(),
 ) -> str:
     """Why a claim whose every request has some matching device still cannot be allocated."""
@@ -641,8 +888,15 @@ def _why_not(
                 mine = [c for c in req.choices if c.sub == sub]
                 label = f"{sub}: " if sub else ""
                 if mine[0].mode == "All":
-                    found = ", ".join(f"{c.count} ({_kind(c)})" for c in mine)
-                    parts.append(f"{label}All found {found} devices, over the claim limit of {CLAIM_DEVICES_MAX}")
+                    held = sorted({devices[i].name for c in mine for i in c.candidates if i in taken})
+                    blocked = sorted({devices[i].name for c in mine for i in c.blocked})
+                    if held:
+                        parts.append(f"{label}All matches device(s) {', '.join(held)}, which other claims hold")
+                    elif blocked:
+                        parts.append(f"{label}All matches tainted device(s) {', '.join(blocked)}, not tolerated")
+                    else:
+                        found = ", ".join(f"{c.count} ({_kind(c)})" for c in mine)
+                        parts.append(f"{label}All found {found} devices, over the claim limit of {CLAIM_DEVICES_MAX}")
                     continue
                 have = " or ".join(
                     f"{len(c.candidates)} ({', '.join(dict.fromkeys(devices[i].label for i in c.candidates))})"
@@ -657,7 +911,7 @@ def _why_not(
     if constraints and _Search(requests, devices, [], taken).run():
         blocking = []
         for constraint in constraints:
-            fresh = MatchAttribute(sorted(constraint.requests), constraint.attribute)
+            fresh = constraint.fresh()
             if not _Search(requests, devices, [fresh], taken).run():
                 blocking.append(_constraint_story(constraint, requests, devices))
         if blocking:
@@ -680,7 +934,7 @@ def _kind(c: _Choice) -> str:
     return f"class {c.device_class_name}" if c.device_class_name else "synthetic"
 
 
-def _constraint_story(c: MatchAttribute, requests: list[_Request], devices: list[NodeDevice]) -> str:
+def _constraint_story(c: Constraint, requests: list[_Request], devices: list[NodeDevice]) -> str:
     """Per value of the attribute, how many matching devices each constrained request finds, against what it needs."""
     per_value: dict[str, dict[str, int]] = {}
     missing = 0

@@ -16,7 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import ANNOTATION_HYDRATED_BY
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    ADOPT_UNLABELLED_VAR,
+    ANNOTATION_HYDRATED_BY,
+    CACHE_OWNER,
+    LABEL_FLEET,
+    FleetIdentity,
+    object_labels,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 
 ACTIONS = ("done", "report", "wait", "run")
@@ -117,9 +124,17 @@ def _quantity(value: Any) -> Any:
         return None
 
 
-def pvc_change_error(existing: Sequence[Mapping[str, Any]], desired: Mapping[str, Any], cluster: str) -> str:
+def pvc_change_error(
+    existing: Sequence[Mapping[str, Any]],
+    desired: Mapping[str, Any],
+    cluster: str,
+    adopt_unlabelled: bool | None = None,
+) -> str:
     """Why ``desired`` (the cache PVC to apply) cannot be applied over the PVC as read (``k8s_info`` resources, zero
     or one), naming the object and the way forward; ``""`` when it can (absent, or only mutable fields change).
+
+    Fleet identity: a PVC of another fleet is never taken; a PVC of the collection's without a fleet label (applied
+    before fleet identity) is taken only when ``adopt_unlabelled`` (``gpufleet_adopt_unlabelled``) is true.
 
     A bound PVC's storage class, access modes and volume mode are immutable, and it cannot shrink; the API server
     would only answer ``field is immutable``.
@@ -130,6 +145,25 @@ def pvc_change_error(existing: Sequence[Mapping[str, Any]], desired: Mapping[str
         raise GpufleetError(f"desired must be the cache's PersistentVolumeClaim (got {desired!r:.120})")
     meta = desired["metadata"]
     name = f"{meta.get('namespace')}/{meta.get('name')}"
+    # Fleet identity: another fleet's cache volume (same claim name and namespace on a shared cluster) is never taken.
+    live_labels = object_labels(existing[0])
+    theirs = live_labels.get(LABEL_FLEET)
+    ours = object_labels(desired).get(LABEL_FLEET)
+    if theirs and ours and theirs != ours:
+        return (
+            f"PersistentVolumeClaim {name} on cluster {cluster} belongs to fleet {theirs}, not to fleet {ours}: two "
+            "fleets sharing the cluster would use one cache volume. Give this fleet's cache another storage.claim_name "
+            "or namespace. Nothing was changed on this cluster."
+        )
+    owned = all(live_labels.get(k) == v for k, v in CACHE_OWNER.items())
+    if ours and not theirs and owned and adopt_unlabelled is not True:
+        if adopt_unlabelled is None:
+            return str(FleetIdentity(str(ours)).unlabelled_error([f"{cluster} PersistentVolumeClaim {name}"]))
+        return (
+            f"PersistentVolumeClaim {name} on cluster {cluster} has no fleet label and {ADOPT_UNLABELLED_VAR} is "
+            f"false (it belongs to another inventory): fleet {ours} would take its cache volume. Give this fleet's "
+            "cache another storage.claim_name or namespace. Nothing was changed on this cluster."
+        )
     have = existing[0].get("spec") or {}
     want = desired.get("spec") or {}
     problems = []

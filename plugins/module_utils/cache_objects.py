@@ -637,8 +637,12 @@ def cache_objects(
     storage_class: str | None = None,
     options: HydrationOptions | Mapping[str, Any] | None = None,
     adopted_check: bool = False,
+    fleet: str | None = None,
 ) -> list[dict[str, Any]]:
     """The objects ``cache`` needs on ``cluster``: ``[PVC, ConfigMap, Job]``, or ``[]`` for an adopted PVC.
+
+    ``fleet`` (``gpufleet_fleet_name``) labels every object ``gpufleet.io/fleet=<fleet>``, on its own metadata only:
+    the Job's pod template (and so its name, a hash of it) stays the same, so naming a fleet re-hydrates nothing.
 
     ``cluster`` is a name or a ``fleet_info`` cluster; ``storage_class`` is the cluster's default storage class (taken
     from the fleet cluster's ``cache_storage_class`` when not given). ``hydrator`` is the hydrator's source text.
@@ -648,14 +652,19 @@ def cache_objects(
     name, cluster_class = cluster_name_and_class(cluster, storage_class)
     opts = options if isinstance(options, HydrationOptions) else HydrationOptions.from_mapping(options)
     if model.storage.backend == "existing_pvc":
-        return [adopted_check_job(model, name, opts)] if adopted_check else []
-    chosen = resolve_storage_class(model, name, cluster_class)
-    cm = hydrator_config_map(model, name, hydrator)
-    return [
-        cache_pvc(model, name, chosen, opts.pvc_annotations),
-        cm,
-        hydration_job(model, name, cm["metadata"]["name"], opts),
-    ]
+        objects = [adopted_check_job(model, name, opts)] if adopted_check else []
+    else:
+        chosen = resolve_storage_class(model, name, cluster_class)
+        cm = hydrator_config_map(model, name, hydrator)
+        objects = [
+            cache_pvc(model, name, chosen, opts.pvc_annotations),
+            cm,
+            hydration_job(model, name, cm["metadata"]["name"], opts),
+        ]
+    if fleet is not None:
+        for obj in objects:
+            obj["metadata"]["labels"] = {**obj["metadata"]["labels"], contract.LABEL_FLEET: fleet}
+    return objects
 
 
 # --------------------------------------------------------------------------------------------------------------------

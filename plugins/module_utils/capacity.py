@@ -5,7 +5,9 @@
 Placement keeps per pool what is allocated on each node (design.md §12). With ``gpufleet_capacity: observed`` a pool
 counts only its *usable* nodes: labelled ``gpufleet.io/pool=<pool>``, schedulable (not cordoned), ``Ready``,
 publishing every device of the pool's class in ResourceSlices with the class's attributes and capacity, none of them
-tainted ``NoSchedule``/``NoExecute``. A ResourceClaim of a workload that is not ours holds its devices, not the node:
+tainted ``NoSchedule``/``NoExecute``. A ResourceClaim of a workload that is not ours (not the collection's, or
+another fleet's: a claim is this fleet's when the replica it serves is one of the fleet's) holds its devices, not the
+node:
 the node stays usable with those devices in use (``held_devices``), unless they are all of the class's devices.
 Everything else is drift, reported per cluster and pool with its cause. A pure function of
 the objects read (Nodes, ResourceSlices, ResourceClaims), so it is unit-tested without a cluster.
@@ -22,7 +24,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL, SERVING_OWNER
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    LABEL_REPLICA,
+    NODE_POOL_LABEL,
+    SERVING_OWNER,
+    FleetIdentity,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import InferenceClass
 from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import QuantityError, parse_quantity
@@ -50,9 +57,29 @@ def _ready(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def _ours(claim: Mapping[str, Any]) -> bool:
+#: ``(namespace, replica)`` of the replicas a fleet owns on a cluster (:func:`owned_replicas`).
+ReplicaKeys = frozenset[tuple[str, str]]
+
+
+def _ours(claim: Mapping[str, Any], owned: ReplicaKeys | None = None) -> bool:
+    """A claim of one of our serving pods. Claims carry the labels of their claim template but not the fleet's (a
+    claim template's spec is immutable, so it never got one): with ``owned``, a claim is ours only when the replica it
+    serves is one of this fleet's; another fleet's claims on a shared cluster then hold their devices like any other
+    workload's."""
     labels = _labels(claim)
-    return all(labels.get(k) == v for k, v in SERVING_OWNER.items())
+    if not all(labels.get(k) == v for k, v in SERVING_OWNER.items()):
+        return False
+    return owned is None or (str(_meta(claim).get("namespace") or ""), str(labels.get(LABEL_REPLICA))) in owned
+
+
+def owned_replicas(objects: Iterable[Mapping[str, Any]], fleet: FleetIdentity) -> ReplicaKeys:
+    """``(namespace, replica)`` of every replica that ``objects`` (read from one cluster) show ``fleet`` owns."""
+    out = set()
+    for obj in objects:
+        labels = _labels(obj)
+        if labels.get(LABEL_REPLICA) and fleet.owns(labels):
+            out.add((str(_meta(obj).get("namespace") or ""), str(labels[LABEL_REPLICA])))
+    return frozenset(out)
 
 
 def _claim_name(claim: Mapping[str, Any]) -> str:
@@ -311,8 +338,10 @@ def observe_cluster(
     nodes: Iterable[Mapping[str, Any]],
     slices: Iterable[Mapping[str, Any]],
     claims: Iterable[Mapping[str, Any]],
+    owned: ReplicaKeys | None = None,
 ) -> ClusterState:
-    """What each declared pool of ``cluster`` really has, from the objects read from it."""
+    """What each declared pool of ``cluster`` really has, from the objects read from it. ``owned``: the replicas of
+    this fleet (:func:`owned_replicas`); a claim of any other replica is another workload's."""
     nodes = list(nodes)
     slices = list(slices)
     state = ClusterState(cluster)
@@ -336,7 +365,7 @@ def observe_cluster(
     # Devices held by other workloads' claims, by node.
     held: dict[str, dict[str, list[str]]] = {}
     for claim in claims:
-        if _ours(claim):
+        if _ours(claim, owned):
             continue
         results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
         for r in results:
@@ -363,6 +392,12 @@ def observe_cluster(
     for declared_pool in pools:
         klass = classes[declared_pool.class_name]
         expected = {d.name: {x["name"]: x for x in d.slice_devices()} for d in klass.devices if d.claim == "DRA"}
+        # Taints the class declares (design.md §12) are modelled by placement; others make the node unusable.
+        declared_taints = {
+            d.name: {x["name"]: x.get("taints") or [] for x in d.published_devices()}
+            for d in klass.devices
+            if d.claim == "DRA"
+        }
         ps = PoolState(cluster, declared_pool.name, declared_pool.class_name, declared_pool.nodes)
         for node in sorted(by_pool.get(declared_pool.name, []), key=lambda n: str(_meta(n).get("name"))):
             name = str(_meta(node).get("name"))
@@ -377,9 +412,13 @@ def observe_cluster(
                     list(expected[spec.name].values()), spec.driver, [mine[n] for n in sorted(mine)]
                 )
                 ns.mismatched.extend(f"device {detail}" for detail in details)
+                class_taints = declared_taints[spec.name]
                 for dev_name in sorted(mine):
                     dev = mine[dev_name]
                     for taint in dev.get("taints") or []:
+                        known = {k: taint.get(k) for k in ("key", "value", "effect") if taint.get(k)}
+                        if known in class_taints.get(dev_name, []):
+                            continue
                         if taint.get("effect") in _BLOCKING:
                             key = taint.get("key", "")
                             value = f"={taint['value']}" if taint.get("value") else ""
@@ -412,9 +451,14 @@ def _pool_capacity(nodes: int, held: list[list[str]]) -> Any:
 
 
 def observe_fleet(
-    fleet: Mapping[str, Any], classes: Mapping[str, InferenceClass], objects: Mapping[str, Iterable[Mapping[str, Any]]]
+    fleet: Mapping[str, Any],
+    classes: Mapping[str, InferenceClass],
+    objects: Mapping[str, Iterable[Mapping[str, Any]]],
+    owned: Mapping[str, ReplicaKeys] | None = None,
 ) -> list[ClusterState]:
-    """Every cluster of ``fleet`` (``fleet_info``'s) that ``objects`` (cluster -> objects read) has a read of."""
+    """Every cluster of ``fleet`` (``fleet_info``'s) that ``objects`` (cluster -> objects read) has a read of.
+    ``owned``: per cluster, the fleet's replicas (:func:`owned_replicas`); without it every claim of the collection's
+    is ours."""
     states = []
     for cluster in fleet.get("clusters") or []:
         name = str(cluster["name"])
@@ -431,6 +475,7 @@ def observe_fleet(
                 by_kind["Node"],
                 by_kind["ResourceSlice"],
                 by_kind["ResourceClaim"],
+                None if owned is None else owned.get(name, frozenset()),
             )
         )
     return states

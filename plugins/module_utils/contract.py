@@ -197,8 +197,9 @@ def identity_of(fleet: Mapping[str, Any]) -> FleetIdentity:
         raise GpufleetError(
             f"the fleet carries no name: pass fleet_info's `fleet` ({FLEET_NAME_VAR} is required in the inventory)"
         )
-    return FleetIdentity.parse(fleet.get("name"), fleet.get("adopt_unlabelled"), name_var="fleet.name",
-                               adopt_var="fleet.adopt_unlabelled")
+    return FleetIdentity.parse(
+        fleet.get("name"), fleet.get("adopt_unlabelled"), name_var="fleet.name", adopt_var="fleet.adopt_unlabelled"
+    )
 
 
 def object_labels(obj: Any) -> Mapping[str, Any]:
@@ -342,6 +343,7 @@ def role_contract() -> dict[str, Any]:
         "managed_selector": selector(MANAGED),
         "managed_labels": dict(MANAGED),
         "serving_owner_selector": selector(SERVING_OWNER),
+        "serving_owner_labels": dict(SERVING_OWNER),
         "cache_owner_selector": selector(CACHE_OWNER),
         "cache_owner_labels": dict(CACHE_OWNER),
         "label_component": LABEL_COMPONENT,

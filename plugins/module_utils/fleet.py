@@ -8,11 +8,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import provider_rules
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    ADOPT_UNLABELLED_VAR,
+    fleet_identity_errors,
+    parse_adopt,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     Cluster,
@@ -29,6 +35,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     shown_input,
     translate_errors,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.suggest import did_you_mean, name_errors
 
 try:
     from pydantic import ValidationError
@@ -67,6 +74,12 @@ class Fleet:
     #: Clusters a deployment's host pattern matches that do not host the cache it mounts (so are not candidates):
     #: ``{deployment: {cluster: reason}}``. Placement's explain names them.
     cache_exclusions: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: ``gpufleet_fleet_name``: the ``gpufleet.io/fleet`` label of every object the fleet owns (fleet_info requires
+    #: it; None only for callers that validate part of a fleet, such as provisioning one cluster).
+    name: str | None = None
+    #: ``gpufleet_adopt_unlabelled``: owned objects without a fleet label are this fleet's (True), another
+    #: inventory's (False), or stop the run (None). See contract.FleetIdentity.
+    adopt_unlabelled: bool | None = None
 
     # -- normalised, JSON-able views ---------------------------------------------------------------------------------
 
@@ -102,6 +115,10 @@ class Fleet:
             "deployments": deployments,
             "caches": caches,
         }
+        if self.name is not None:
+            # Fleet identity (contract.identity_of reads it back): every plugin that renders, prunes or observes.
+            out["name"] = self.name
+            out["adopt_unlabelled"] = self.adopt_unlabelled
         if self.cache_exclusions:
             out["cache_exclusions"] = self.cache_exclusions
         return out
@@ -210,14 +227,25 @@ def validate_fleet(
     resolve_pattern: PatternResolver | None = None,
     host_groups: Mapping[str, Iterable[str]] | None = None,
     check_selectors: bool = True,
+    fleet_name: Any = None,
+    adopt_unlabelled: Any = None,
+    require_name: bool = False,
 ) -> Fleet:
     """Validate the fleet; raise FleetValidationError with every ``path: reason`` found.
 
     ``hosts`` maps each fleet cluster (inventory host) to its variables. ``resolve_pattern`` turns a deployment's or
     cache's ``clusters`` host pattern into host names (Ansible semantics); without it every fleet cluster is a candidate.
+    ``fleet_name`` / ``adopt_unlabelled``: ``gpufleet_fleet_name`` / ``gpufleet_adopt_unlabelled`` (fleet identity);
+    ``require_name`` makes a missing name an error (fleet_info, which reads the whole inventory, sets it).
     """
     require_pydantic()
     errors: list[tuple[str, str]] = []
+
+    # Fleet identity ------------------------------------------------------------------------------------------------
+    if fleet_name is not None or require_name:
+        errors.extend(fleet_identity_errors(fleet_name, adopt_unlabelled))
+    elif adopt_unlabelled is not None:
+        errors.extend(e for e in fleet_identity_errors("x", adopt_unlabelled) if e[0] == ADOPT_UNLABELLED_VAR)
 
     # Inference classes --------------------------------------------------------------------------------------------
     parsed_classes: dict[str, InferenceClass] = {}
@@ -252,8 +280,7 @@ def validate_fleet(
         for pi, pool in enumerate(parsed.node_pools):
             path = f"hostvars[{hname!r}].gpufleet_node_pools[{pi}].class"
             if pool.class_ not in parsed_classes and pool.class_ not in classes:  # not merely invalid: unknown
-                known = ", ".join(sorted(classes)) or "none defined"
-                errors.append((path, f"unknown inference class {pool.class_!r} (known: {known})"))
+                errors.append((path, f"unknown inference class {pool.class_!r}{did_you_mean(pool.class_, classes)}"))
     # What provisioning would refuse (provider_rules: the same checks and messages as provision.yml): the pools of
     # every GKE and EKS cluster, and the provider block of each class such a pool uses (once per class).
     for parsed in parsed_clusters.values():
@@ -289,11 +316,19 @@ def validate_fleet(
         errors.extend(deployment_reference_errors(model, prefix, cache_names, check_selectors=check_selectors))
         parsed_deployments.append(model)
 
+    # Every path names the list items on it: gpufleet_model_deployments[2] (qwen2-5-7b).engines[0] (tp8)...
+    roots: dict[str, Any] = {CLASSES_VAR: classes, DEPLOYMENTS_VAR: deployments, CACHES_VAR: caches}
+    roots.update({f"hostvars[{h!r}]": hosts[h] for h in hosts})
     if errors:
-        raise FleetValidationError(errors)
+        raise FleetValidationError(name_errors(errors, roots))
 
     fleet = Fleet(
-        classes=parsed_classes, clusters=parsed_clusters, deployments=parsed_deployments, caches=parsed_caches
+        classes=parsed_classes,
+        clusters=parsed_clusters,
+        deployments=parsed_deployments,
+        caches=parsed_caches,
+        name=fleet_name,
+        adopt_unlabelled=parse_adopt(adopt_unlabelled),
     )
     fleet_names = set(parsed_clusters)
     sources: list[tuple[str, Sequence[ModelDeployment | ModelCache], dict[str, list[str]]]] = [
@@ -316,7 +351,8 @@ def validate_fleet(
                     (
                         f"{kind}[{i}].clusters",
                         f"host pattern {item.clusters!r} matches no cluster of the fleet "
-                        f"({', '.join(sorted(fleet_names)) or 'the fleet has no clusters'}); check the group names",
+                        f"({', '.join(sorted(fleet_names)) or 'the fleet has no clusters'}); check the group names"
+                        + _pattern_suggestions(item.clusters, fleet_names, host_groups),
                     )
                 )
                 continue
@@ -324,8 +360,20 @@ def validate_fleet(
     errors.extend(_claim_name_errors(parsed_caches, fleet.cache_targets))
     errors.extend(_follow_caches(fleet))
     if errors:
-        raise FleetValidationError(errors)
+        raise FleetValidationError(name_errors(errors, roots))
     return fleet
+
+
+def _pattern_suggestions(pattern: str, clusters: Iterable[str], host_groups: Mapping[str, Iterable[str]] | None) -> str:
+    """For a host pattern that matches no cluster: its names that are neither a cluster nor a group of one, each with
+    the closest known name (``; 'prdo' is not a group or cluster of the fleet (did you mean 'prod'? ...)``)."""
+    known = set(clusters) | {g for groups in (host_groups or {}).values() for g in groups}
+    out = []
+    for term in re.split(r"[:,]", pattern):
+        name = term.strip().lstrip("!&")
+        if name and not any(c in name for c in "*?~[") and name not in known and name != "all":
+            out.append(f"; {name!r} is not a group or cluster of the fleet{did_you_mean(name, known)}")
+    return "".join(out)
 
 
 def _follow_caches(fleet: Fleet) -> list[tuple[str, str]]:
@@ -392,8 +440,9 @@ def deployment_reference_errors(
     if model.cache is not None and caches is not None:
         cache = caches.get(model.cache)
         if cache is None:
-            known = ", ".join(sorted(caches)) or "none defined"
-            errors.append((f"{prefix}.cache", f"unknown model cache {model.cache!r} (known: {known})"))
+            errors.append(
+                (f"{prefix}.cache", f"unknown model cache {model.cache!r}{did_you_mean(model.cache, caches)}")
+            )
         elif cache.namespace != model.namespace:
             errors.append(
                 (

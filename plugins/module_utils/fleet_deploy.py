@@ -324,8 +324,15 @@ def fleet_manifests(fleet: Mapping[str, Any], replicas: Iterable[Mapping[str, An
     """Every fleet cluster's serving objects: ``serving_manifests`` for each deployment's replicas placed there.
 
     Every cluster of the fleet has an entry (possibly empty), so a cluster that lost its last replica gets pruned.
+    Every object carries the fleet's name (``fleet["name"]``, ``gpufleet_fleet_name``) as label ``gpufleet.io/fleet``.
     """
-    from ansible_collections.gpufleet.serving.plugins.module_utils.render import prepare_deployment, render_replicas
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render import (
+        RenderOptions,
+        prepare_deployment,
+        render_replicas,
+    )
+
+    options = RenderOptions(fleet=fleet.get("name") or None)
 
     caches = fleet.get("caches") or []
     placed: dict[str, list[Mapping[str, Any]]] = {}
@@ -341,5 +348,5 @@ def fleet_manifests(fleet: Mapping[str, Any], replicas: Iterable[Mapping[str, An
         records = ReplicaRecord.parse_list(mine, "replicas")
         for cluster in sorted(out):
             if any(r.cluster == cluster for r in records):
-                out[cluster].extend(render_replicas(dep, records, cluster, cache))
+                out[cluster].extend(render_replicas(dep, records, cluster, cache, options))
     return out

@@ -14,6 +14,11 @@ variables apply unchanged), a thread per cluster, and the phases in lockstep acr
    a deployment with a workload not ready, or with objects on a cluster whose apply failed, keeps its old replicas
    everywhere this run, so a drain never deletes an old replica before its replacement is ready.
 
+Apply and wait run in **waves** (:mod:`.rollout`): a workload whose spec changes restarts its replica, so of each
+deployment's such updates at most ``rollout.max_unavailable`` replicas are applied per wave, fleet-wide, and each wave
+is awaited before the next; a deployment with a replica that does not become ready stops there (its later waves are
+never applied) and is held.
+
 The decisions (what is current, what is held, what is pruned) are pure functions of what was read, unit-tested
 without a cluster; the I/O is exercised against real control planes by ``tests/e2e``.
 """
@@ -32,11 +37,28 @@ from typing import Any, TypeVar
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     ANNOTATION_APPLIED_DIGEST,
     LABEL_DEPLOYMENT,
+    LABEL_FLEET,
+    LABEL_REPLICA,
+    FleetIdentity,
+    object_labels,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.lazy_kubernetes import defer_generated_classes
 from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import Quantity, QuantityError, parse_quantity
-from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import pending_workloads, wait_ready
+from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import (
+    PREDICATES,
+    not_ready,
+    pending_workloads,
+    unreported,
+    wait_ready,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import (
+    Change,
+    DeploymentRollout,
+    plan_waves,
+    replica_unit,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import report as rollout_report
 
 # Imported when this file is: the action plugins import it at the top, and Ansible imports action plugins in the
 # ansible-playbook process before it forks a worker per task, so the kubernetes package is imported once per run
@@ -613,7 +635,7 @@ def read_fleet(apis: Mapping[str, ClusterAPI], reads: list[Read]) -> tuple[dict[
 class ReconcileOptions:
     #: Every kind the collection may have applied, in prune order (``backends.serving_kinds()``).
     kinds: list[tuple[str, str]]
-    #: Label selectors of the objects the collection owns (``contract.selector(SERVING_OWNER)``).
+    #: Label selectors of the objects the collection owns (``contract.selector(SERVING_OWNER)``), of every fleet.
     owner_selector: list[str]
     field_manager: str = "gpufleet"
     wait: bool = True
@@ -626,6 +648,10 @@ class ReconcileOptions:
     keep: dict[str, list[Key]] = field(default_factory=dict)
     #: False: apply and wait, delete nothing (a play narrower than the fleet, see the model_deployment role).
     prune: bool = True
+    #: The fleet this run reconciles: only its objects are pruned or taken as current (:func:`fleet_objects`).
+    fleet: FleetIdentity | None = None
+    #: Each deployment's ``rollout.max_unavailable`` (:mod:`.rollout`); a deployment not named gets the default.
+    max_unavailable: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -640,6 +666,11 @@ class ClusterOutcome:
     failed: str | None = None
     #: Owned objects found before applying (prune candidates); not returned.
     existing: list[Obj] = field(default_factory=list, repr=False)
+    #: The objects to apply (stamped: not current), by key, and what each is (:class:`.rollout.Change`); not returned.
+    todo: dict[Key, Obj] = field(default_factory=dict, repr=False)
+    changes: list[Change] = field(default_factory=list, repr=False)
+    #: The deployment's replicas (``<cluster>/<replica>``) whose workload is not Ready before this run; not returned.
+    unready: dict[str, set[str]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -655,36 +686,124 @@ class ClusterOutcome:
         }
 
 
-def _apply_cluster(api: ClusterAPI, objects: list[Obj], opts: ReconcileOptions, out: ClusterOutcome) -> None:
-    out.existing = [
+def fleet_objects(listed: list[Obj], desired: Iterable[Mapping[str, Any]], fleet: FleetIdentity | None) -> list[Obj]:
+    """The owned objects ``listed`` on a cluster that are ``fleet``'s (all of them without a fleet): what may be pruned
+    and what is judged current. Raises :class:`ClusterError` (the cluster is not changed) when an unlabelled object
+    nobody decided about is there, or when an object to apply is another fleet's (two fleets would share it)."""
+    if fleet is None:
+        return listed
+    split = fleet.split(listed, object_labels)
+    if split.undecided:
+        raise ClusterError(str(fleet.unlabelled_error(describe(key_of(o)) for o in split.undecided)))
+    others = {key_of(o): o for o in split.other}
+    clashes = []
+    for obj in desired:
+        other = others.get(key_of(obj))
+        if other is not None:
+            whose = object_labels(other).get(LABEL_FLEET)
+            clashes.append(
+                f"{describe(key_of(obj))} (fleet {whose})" if whose else f"{describe(key_of(obj))} (no fleet)"
+            )
+    if clashes:
+        raise ClusterError(
+            f"objects of another fleet have the names this fleet ({fleet.name}) would apply: {', '.join(clashes)}. "
+            "Nothing was applied to this cluster. Fleets that share a cluster need different deployment names or "
+            "namespaces (or different inventory names for the cluster)."
+        )
+    return split.mine
+
+
+def _replica_of(objects: Iterable[Mapping[str, Any]], pending: Mapping[str, str]) -> str:
+    """The replica a pending workload serves (its ``gpufleet.io/replica`` label), or the workload."""
+    for o in objects:
+        k = key_of(o)
+        if (k[1], k[2], k[3]) == (pending.get("kind"), pending.get("namespace"), pending.get("name")):
+            replica = object_labels(o).get(LABEL_REPLICA)
+            if replica:
+                return f"replica {replica}"
+    return f"{pending.get('kind')} {pending.get('namespace')}/{pending.get('name')}"
+
+
+def _apply_cluster(
+    api: ClusterAPI, objects: list[Obj], opts: ReconcileOptions, out: ClusterOutcome, cluster: str = ""
+) -> None:
+    listed = [
         obj
         for api_version, kind in opts.kinds
         for obj in api.list(api_version, kind, opts.owner_selector, managed_by=opts.field_manager)
     ]
+    # Fleet identity: another fleet's objects on a shared cluster are never pruned, nor taken over.
+    out.existing = fleet_objects(listed, objects, opts.fleet)
     live = {key_of(o): o for o in out.existing}
     # An owned object listed in a namespace proves the namespace exists; the others are read and created if missing.
     have = {key[2] for key in live}
     for namespace in sorted({key_of(o)[2] for o in objects} - have - {""}):
         if api.ensure_namespace(namespace, dry_run=opts.check_mode):
             out.namespaces.append(namespace)
+    # What to apply is decided here; when is the rollout's (the waves, across clusters): see reconcile_fleet.
     for obj in objects:
         want = stamped(obj)
         key = key_of(want)
-        if is_current(live.get(key), want, opts.field_manager):
+        before = live.get(key)
+        if is_current(before, want, opts.field_manager):
             out.unchanged += 1
-            continue
-        api.apply(want, opts.field_manager, dry_run=opts.check_mode)
+        else:
+            out.todo[key] = want
+            out.changes.append(change_of(cluster, before, want, opts.field_manager))
+        if before is not None and not_ready(before) is not None:
+            labels = object_labels(want)
+            if labels.get(LABEL_DEPLOYMENT):
+                unit = replica_unit(cluster, str(labels.get(LABEL_REPLICA) or key[3]))
+                out.unready.setdefault(str(labels[LABEL_DEPLOYMENT]), set()).add(unit)
+
+
+def change_of(cluster: str, live: Mapping[str, Any] | None, want: Mapping[str, Any], field_manager: str) -> Change:
+    """What applying ``want`` over ``live`` is for the rollout: an *update* when a workload that exists changes its
+    ``spec`` (its pods restart); a creation, another kind, or a change to the object's own metadata only is not."""
+    labels = object_labels(want)
+    key = key_of(want)
+    update = False
+    if live is not None and key[1] in PREDICATES:
+        owned = applied_fields(live, field_manager)
+        update = owned is None or not holds(live, {"spec": want.get("spec")}, owned)
+    return Change(
+        cluster=cluster,
+        key=key,
+        deployment=str(labels[LABEL_DEPLOYMENT]) if labels.get(LABEL_DEPLOYMENT) else None,
+        replica=str(labels.get(LABEL_REPLICA) or ""),
+        update=update,
+    )
+
+
+def _apply_wave(api: ClusterAPI, keys: list[Key], opts: ReconcileOptions, out: ClusterOutcome) -> dict[Key, str]:
+    """Apply the objects ``keys`` names (from ``out.todo``); the workloads whose stored status cannot tell yet whether
+    the change is rolled out (:func:`.readiness.unreported`), with the resourceVersion the apply stored."""
+    live = {key_of(o): o for o in out.existing}
+    stale: dict[Key, str] = {}
+    for key in keys:
+        stored = api.apply(out.todo[key], opts.field_manager, dry_run=opts.check_mode)
         out.applied.append(describe(key))
+        if isinstance(stored, Mapping) and unreported(stored, live.get(key)):
+            stale[key] = str((stored.get("metadata") or {}).get("resourceVersion"))
+    return stale
 
 
 def _wait_cluster(
-    api: ClusterAPI, objects: list[Obj], opts: ReconcileOptions, out: ClusterOutcome, clock: Callable[[], float]
-) -> None:
-    if not out.applied:
-        # Nothing was written: what was listed before is current; poll only when something is not ready yet.
-        out.pending = pending_workloads(out.existing, objects)
-        if not out.pending:
-            return
+    api: ClusterAPI,
+    objects: list[Obj],
+    opts: ReconcileOptions,
+    out: ClusterOutcome,
+    clock: Callable[[], float],
+    applied: bool = True,
+    stale: Mapping[Key, str] | None = None,
+) -> list[dict[str, str]]:
+    """Wait until ``objects``' workloads are ready (or the timeout); those that are not. Without ``applied`` (nothing
+    written on this cluster before this wait), what was listed before is current: poll only when something of it is
+    not ready yet."""
+    if not applied:
+        pending = pending_workloads(out.existing, objects)
+        if not pending:
+            return []
     pending, polls = wait_ready(
         lambda api_version, kind: api.list(api_version, kind, opts.owner_selector),
         objects,
@@ -692,12 +811,51 @@ def _wait_cluster(
         opts.poll_interval,
         time.sleep,
         clock,
+        stale=stale,
     )
-    out.pending, out.polls = pending, polls
-    if pending:
-        out.failed = (
-            f"not ready after {opts.timeout:g}s (the old replicas of their deployments are kept): "
-            + "; ".join(p["message"] for p in pending)
+    out.polls += polls
+    return pending
+
+
+@dataclass
+class _Wave:
+    """One wave of a rollout on every cluster: apply its objects, then wait for everything applied so far."""
+
+    apis: Mapping[str, ClusterAPI]
+    desired: Mapping[str, list[Obj]]
+    opts: ReconcileOptions
+    outcomes: dict[str, ClusterOutcome]
+    clock: Callable[[], float]
+    index: int
+    #: Per cluster, the keys to apply in this wave.
+    keys: dict[str, list[Key]]
+    #: Per cluster, the keys of later waves: their old objects stay, not waited for.
+    held_back: dict[str, set[Key]]
+    #: Deployments whose rollout stopped: not applied, not waited for.
+    skip: set[str] = field(default_factory=set)
+    stale: dict[str, dict[Key, str]] = field(default_factory=dict)
+    pending: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+
+    def apply(self, name: str) -> None:
+        self.stale[name] = _apply_wave(self.apis[name], self.keys.get(name, []), self.opts, self.outcomes[name])
+
+    def wait(self, name: str) -> None:
+        applied = bool(self.keys.get(name))
+        if self.index and not applied:
+            return  # nothing applied here in this wave: what was waited for before is ready
+        objects = [
+            o
+            for o in self.desired.get(name, [])
+            if key_of(o) not in self.held_back.get(name, ()) and deployment_of(o) not in self.skip
+        ]
+        self.pending[name] = _wait_cluster(
+            self.apis[name],
+            objects,
+            self.opts,
+            self.outcomes[name],
+            self.clock,
+            applied=applied,
+            stale=self.stale.get(name),
         )
 
 
@@ -707,11 +865,13 @@ def reconcile_fleet(
     opts: ReconcileOptions,
     lost: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    report: list[DeploymentRollout] | None = None,
 ) -> tuple[dict[str, ClusterOutcome], list[str]]:
     """Apply, wait and prune on every cluster of ``apis`` in lockstep; each cluster's outcome and the held
     deployments. A cluster's failure (unreachable, a request refused) is recorded in its outcome and holds back
     the pruning of its deployments everywhere; it never stops the other clusters. ``lost`` names clusters to
-    reconcile whose client could not be built (they count as failed to apply)."""
+    reconcile whose client could not be built (they count as failed to apply). Changed workloads are applied in the
+    waves of :func:`.rollout.plan_waves`; ``report`` (when given) receives what each deployment's rollout did."""
     outcomes = {name: ClusterOutcome() for name in apis}
     for name, why in (lost or {}).items():
         outcomes[name] = ClusterOutcome(failed=why)
@@ -721,14 +881,72 @@ def reconcile_fleet(
             if isinstance(result, ClusterError):
                 outcomes[name].failed = str(result)
 
-    run_phase(lambda n: _apply_cluster(apis[n], desired.get(n, []), opts, outcomes[n]), apis)
+    # List every cluster and decide what is not current, then apply it in waves (.rollout): of a deployment's
+    # workloads whose spec changes, at most rollout.max_unavailable replicas a wave, fleet-wide; everything else in
+    # the first. After each wave, wait until everything applied so far is ready; a deployment with a workload that is
+    # not (or with objects on a cluster that failed) stops there: its later waves are never applied.
+    run_phase(lambda n: _apply_cluster(apis[n], desired.get(n, []), opts, outcomes[n], n), apis)
     applied_ok = [n for n in apis if outcomes[n].failed is None]
-    if opts.wait and not opts.check_mode:
-        run_phase(lambda n: _wait_cluster(apis[n], desired.get(n, []), opts, outcomes[n], clock), applied_ok)
-    # Clusters whose apply failed (not those that only timed out: their pending workloads hold their deployments).
-    apply_failed = [n for n in outcomes if n not in applied_ok]
+    unready: dict[str, set[str]] = {}
+    for n in applied_ok:
+        for dep, units in outcomes[n].unready.items():
+            unready.setdefault(dep, set()).update(units)
+    plan = plan_waves(
+        [c for n in applied_ok for c in outcomes[n].changes],
+        opts.max_unavailable,
+        unready,
+    )
+    waiting = opts.wait and not opts.check_mode
+    updates = plan.updates()
+    stopped: dict[str, str] = {}  # deployment -> why its rollout stopped
+    written: dict[str, int] = {}  # deployment -> the last wave applied for it
+    failed_at: set[str] = set(outcomes) - set(applied_ok)
+    for wave in range(len(plan.waves)):
+        if wave and not waiting and not opts.check_mode:
+            break  # without waiting, one wave per run: the next run starts from what is Ready by then
+        if wave:
+            # A deployment with objects on a cluster that failed cannot know its replicas there are Ready.
+            for dep in held_deployments(desired, failed_at, []):
+                if dep not in stopped and any(i >= wave for i, _u in updates.get(dep, [])):
+                    stopped[dep] = "it has objects on a cluster that failed (" + ", ".join(sorted(failed_at)) + ")"
+        step = _Wave(apis, desired, opts, outcomes, clock, wave, plan.keys(wave, skip=stopped), plan.later(wave))
+        step.skip = set(stopped)
+        names = [n for n in applied_ok if n not in failed_at]
+        run_phase(step.apply, names)
+        failed_at |= {n for n in names if outcomes[n].failed is not None}
+        for dep in updates:
+            if dep not in stopped:
+                written[dep] = wave
+        if not waiting:
+            continue
+        names = [n for n in names if n not in failed_at]
+        run_phase(step.wait, names)
+        failed_at |= {n for n in names if outcomes[n].failed is not None}
+        for n, found in sorted(step.pending.items()):
+            outcomes[n].pending.extend(found)
+            for p in found:
+                dep = str(p.get("deployment") or "")
+                if dep and dep not in stopped:
+                    stopped[dep] = (
+                        f"{_replica_of(desired.get(n, []), p)} on {n} did not become Ready within {opts.timeout:g}s "
+                        f"({p['message']})"
+                    )
+    for n in applied_ok:
+        out = outcomes[n]
+        if out.pending and out.failed is None:
+            out.failed = (
+                f"not ready after {opts.timeout:g}s (the old replicas of their deployments are kept): "
+                + "; ".join(p["message"] for p in out.pending)
+            )
+    rollout = rollout_report(plan, written, stopped, deferred=not waiting and not opts.check_mode)
+    if report is not None:
+        report.extend(rollout)
+    # Clusters whose apply failed (not those that only timed out: their pending workloads hold their deployments),
+    # and deployments whose rollout stopped: nothing of them is pruned. (Waves left for the next run, without
+    # waiting, hold nothing: that rollout is paced, not stopped.)
+    apply_failed = sorted(failed_at)
     held = held_deployments(desired, apply_failed, [p for o in outcomes.values() for p in o.pending])
-    held = sorted(set(held) | set(opts.hold))
+    held = sorted(set(held) | set(opts.hold) | {r.deployment for r in rollout if r.stopped})
 
     def prune(name: str) -> None:
         out = outcomes[name]

@@ -23,6 +23,9 @@ A safe, transactional store:
   objects that carry the owner's labels but are no longer rendered (so a dropped replica disappears from Git too),
   and :meth:`Transaction.prune_other_clusters` those of clusters that left the inventory. Reading the directory back
   gives the observed state that keeps placement sticky in render mode.
+* **One fleet's files.** With a ``fleet`` (:class:`~.contract.FleetIdentity`), only files of objects labelled
+  ``gpufleet.io/fleet=<fleet>`` are pruned (and unlabelled ones the fleet adopts); a file of another fleet is never
+  pruned or overwritten, and an unlabelled one nobody decided about stops the run before anything is written.
 """
 
 from __future__ import annotations
@@ -42,6 +45,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    FOREIGN,
+    LABEL_FLEET,
+    MINE,
+    UNLABELLED,
+    FleetIdentity,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 
 try:  # POSIX advisory lock serialising writers of one render directory
@@ -508,9 +518,11 @@ class Transaction:
         *,
         prune: bool = True,
         keep: Callable[[str, Any], bool] | None = None,
+        fleet: FleetIdentity | None = None,
     ) -> SyncResult:
         """Make ``<root>/<cluster>`` hold ``objects``; prune files of ``owner``-labelled objects not among them (but
-        those for which ``keep(relpath, object)`` is true)."""
+        those for which ``keep(relpath, object)`` is true). With ``fleet``, only that fleet's files are pruned, and a
+        file of another fleet is never overwritten (see the module docstring)."""
         planned: dict[str, str] = {}
         for obj in objects:
             rel = object_relpath(cluster, obj)
@@ -518,29 +530,45 @@ class Transaction:
                 raise GpufleetError(f"manifest_dir: two objects would be written to {rel}")
             planned[rel] = dump(obj)
         result = SyncResult()
+        undecided: list[str] = []
         for rel, text in planned.items():
             check_path(self.root, rel)
-            if _read_text(self.root / rel) == text:
+            current = _read_text(self.root / rel)
+            if current == text:
                 result.unchanged += 1
             else:
+                if fleet is not None and current is not None:
+                    undecided += _overwrite_check(rel, current, owner or {}, fleet)
                 self._write.append((rel, text))
                 result.written.append(rel)
         if prune and owner:
             # Only files that are not being (re)written can be stale; only those are read.
-            for _cluster, rel, obj in read_objects(self.root, [cluster], owner, skip=planned):
+            found = list(read_objects(self.root, [cluster], owner, skip=planned))
+            if fleet is not None:
+                split = fleet.split(found, lambda item: _labels(item[2]))
+                undecided += [rel for _c, rel, _o in split.undecided]
+                found = split.mine
+            for _cluster, rel, obj in found:
                 if keep is not None and keep(rel, obj):
                     continue
                 self._remove.append(rel)
                 result.removed.append(rel)
+        if fleet is not None and undecided:
+            raise fleet.unlabelled_error(undecided)
         self._planned.update(planned)
         self._merge(result)
         return result
 
     def prune_other_clusters(
-        self, keep: Iterable[str], owner: Mapping[str, str], keep_file: Callable[[str, Any], bool] | None = None
+        self,
+        keep: Iterable[str],
+        owner: Mapping[str, str],
+        keep_file: Callable[[str, Any], bool] | None = None,
+        fleet: FleetIdentity | None = None,
     ) -> list[str]:
         """Plan pruning the ``owner``-labelled files of every cluster directory not in ``keep`` (clusters that left
         the inventory), but those for which ``keep_file(relpath, object)`` is true; other files there are kept.
+        With ``fleet``, only that fleet's files (another fleet's cluster directories are not clusters that left).
         Returns those clusters' names."""
         keep = set(keep)
         gone = []
@@ -548,11 +576,13 @@ class Transaction:
         for cluster in cluster_dirs(self.root):
             if cluster in keep:
                 continue
-            files = [
-                rel
-                for _c, rel, obj in read_objects(self.root, [cluster], owner)
-                if keep_file is None or not keep_file(rel, obj)
-            ]
+            found = list(read_objects(self.root, [cluster], owner))
+            if fleet is not None:
+                split = fleet.split(found, lambda item: _labels(item[2]))
+                if split.undecided:
+                    raise fleet.unlabelled_error(rel for _c, rel, _o in split.undecided)
+                found = split.mine
+            files = [rel for _c, rel, obj in found if keep_file is None or not keep_file(rel, obj)]
             if files:
                 gone.append(cluster)
                 self._remove.extend(files)
@@ -619,6 +649,29 @@ class Transaction:
         return self.result
 
 
+def _overwrite_check(rel: str, current: str, owner: Mapping[str, str], fleet: FleetIdentity) -> list[str]:
+    """Writing over the file ``rel`` (its text ``current``) for ``fleet``: refused when it holds another fleet's object
+    (or an unlabelled owned one the fleet leaves alone); ``[rel]`` when it is an unlabelled owned one nobody decided
+    about (the caller stops), else nothing."""
+    try:
+        labels = _labels(yaml.load(current, Loader=_Loader))
+    except yaml.YAMLError:
+        return []  # not ours to judge: it is replaced, as before
+    kind = fleet.classify(labels)
+    if kind == MINE or (kind == UNLABELLED and not all(str(labels.get(k)) == str(v) for k, v in owner.items())):
+        return []
+    if kind == UNLABELLED and fleet.adopt_unlabelled is None:
+        return [rel]
+    if kind == UNLABELLED and fleet.adopt_unlabelled:
+        return []
+    whose = f"fleet {labels.get(LABEL_FLEET)}" if kind == FOREIGN else "another inventory (it has no fleet label)"
+    raise GpufleetError(
+        f"manifest_dir: {rel} holds an object of {whose}, not of fleet {fleet.name}: two fleets would write the same "
+        "object. Nothing was written. Give the deployments or caches of fleets that share a cluster and a render "
+        "directory different names or namespaces."
+    )
+
+
 def sync(
     root: str | Path,
     cluster: str,
@@ -627,6 +680,7 @@ def sync(
     *,
     prune: bool = True,
     check_mode: bool = False,
+    fleet: FleetIdentity | None = None,
 ) -> SyncResult:
     """Make ``<root>/<cluster>`` hold ``objects``; prune files of ``owner``-labelled objects that are not among them.
 
@@ -634,5 +688,5 @@ def sync(
     object loses nothing.
     """
     txn = Transaction(root, check_mode=check_mode)
-    txn.plan(cluster, objects, owner, prune=prune)
+    txn.plan(cluster, objects, owner, prune=prune, fleet=fleet)
     return txn.commit()

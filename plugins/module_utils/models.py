@@ -18,6 +18,19 @@ from collections.abc import Callable, Mapping
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.api import (
+    COUNTER_CONSUMPTIONS_MAX,
+    COUNTER_SETS_MAX,
+    DEVICE_TAINTS_MAX,
+    DEVICE_TOLERATIONS_MAX,
+    CapacityRequestPolicy,
+    CapacityRequirements,
+    CounterSet,
+    DeviceCounterConsumption,
+    DeviceTaint,
+    DeviceToleration,
+    expand,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.redact import (
     describe,
@@ -207,6 +220,7 @@ DEVICE_CONSTRAINTS_MAX = 32  # DeviceConstraintsMaxSize
 DEVICE_SELECTORS_MAX = 32  # DeviceSelectorsMaxSize
 FIRST_AVAILABLE_MAX = 8  # FirstAvailableDeviceRequestMaxSize
 SLICE_DEVICES_MAX = 128  # ResourceSliceMaxDevices: devices one driver publishes for a node in one slice
+SLICE_DEVICES_ADVANCED_MAX = 64  # ResourceSliceMaxDevicesWithAdvancedFeatures: when a device has taints or counters
 
 
 def check_quantity(value: Any) -> str:
@@ -297,8 +311,22 @@ class AttributeValue(_Strict):
 
 class CapacityValue(_Strict):
     value: str
+    # design.md §12: how requests consume the capacity of a device with ``allow_multiple_allocations``.
+    request_policy: CapacityRequestPolicy | None = None
 
     _check = field_validator("value", mode="before")(classmethod(lambda cls, v: check_quantity(v)))
+
+    @model_validator(mode="after")
+    def _policy(self) -> CapacityValue:
+        if self.request_policy is not None:
+            self.request_policy.check(self.value)
+        return self
+
+    def to_k8s(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"value": self.value}
+        if self.request_policy is not None:
+            out["requestPolicy"] = self.request_policy.to_k8s()
+        return out
 
 
 def _check_qualified_names(v: dict[str, Any]) -> dict[str, Any]:
@@ -313,10 +341,12 @@ def _check_qualified_names(v: dict[str, Any]) -> dict[str, Any]:
 
 
 class DeviceInstance(_Strict):
-    """One device of a class entry whose devices differ (design.md §2a): values overlaid on the shared ones."""
+    """One device of a class entry whose devices differ (design.md §2a): values overlaid on the shared ones; its
+    ``taints`` are added to the entry's (design.md §12)."""
 
     attributes: dict[str, AttributeValue] = Field(default_factory=dict)
     capacity: dict[str, CapacityValue] = Field(default_factory=dict)
+    taints: list[DeviceTaint] = Field(default_factory=list, max_length=DEVICE_TAINTS_MAX)
 
     _qualified = field_validator("attributes", "capacity")(classmethod(lambda cls, v: _check_qualified_names(v)))
 
@@ -333,6 +363,12 @@ class Device(_Strict):
     capacity: dict[str, CapacityValue] = Field(default_factory=dict)
     # design.md §2a: the ``count`` devices one by one, each overlaid over the shared attributes and capacity.
     instances: list[DeviceInstance] | None = None
+    # design.md §12: taints on every device of the entry (an instance adds its own); usually observed, not declared.
+    taints: list[DeviceTaint] = Field(default_factory=list, max_length=DEVICE_TAINTS_MAX)
+    # design.md §12: consumable capacity -- several claims may be allocated the device, each consuming capacity.
+    allow_multiple_allocations: StrictBool = False
+    # design.md §12: partitionable devices -- counters of the class's shared_counters the device takes while allocated.
+    consumes_counters: list[DeviceCounterConsumption] = Field(default_factory=list, max_length=COUNTER_CONSUMPTIONS_MAX)
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
     _driver = field_validator("driver")(classmethod(lambda cls, v: _check_driver(v)))
@@ -355,6 +391,70 @@ class Device(_Strict):
                 "once, in order (device i is named <name>-<i>)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _taints_per_device(self) -> Device:
+        for i, inst in enumerate(self.instances or []):
+            total = len(self.taints) + len(inst.taints)
+            if total > DEVICE_TAINTS_MAX:
+                raise ValueError(
+                    f"device {self.name}-{i} has {total} taints (the entry's and instances[{i}]'s); Kubernetes allows "
+                    f"at most {DEVICE_TAINTS_MAX} per device"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _consumable(self) -> Device:
+        if not self.allow_multiple_allocations:
+            tables = [("capacity", self.capacity)] + [
+                (f"instances[{i}].capacity", inst.capacity) for i, inst in enumerate(self.instances or [])
+            ]
+            for where, table in tables:
+                for name, cap in table.items():
+                    if cap.request_policy is not None:
+                        raise ValueError(
+                            f"{where}[{name!r}].request_policy needs allow_multiple_allocations: true (a device "
+                            "allocated to one claim at a time has no capacity to share)"
+                        )
+        sets = [c.counter_set for c in self.consumes_counters]
+        if len(set(sets)) != len(sets):
+            raise ValueError(f"consumes_counters names a counter set twice ({', '.join(sets)})")
+        return self
+
+    def counter_consumption(self, i: int) -> list[tuple[str, dict[str, str]]]:
+        """``(counter set, {counter: quantity})`` device ``i`` of the entry consumes (``{i}`` expanded)."""
+        return [(expand(c.counter_set, i), {k: v.value for k, v in c.counters.items()}) for c in self.consumes_counters]
+
+    def device_taints(self, i: int) -> tuple[DeviceTaint, ...]:
+        """The taints of device ``i`` of the entry: the entry's, then its instance's."""
+        own = self.instances[i].taints if self.instances is not None else []
+        return (*self.taints, *own)
+
+    def published_devices(self) -> list[dict[str, Any]]:
+        """:meth:`slice_devices` as a ResourceSlice publishes them, with what CEL does not see: taints, capacity request
+        policies, ``allowMultipleAllocations``, ``consumesCounters``."""
+        out = []
+        for i, dev in enumerate(self.slice_devices()):
+            dev = dict(dev)
+            policies = {
+                **{k: v for k, v in self.capacity.items() if v.request_policy is not None},
+                **({k: v for k, v in self.instances[i].capacity.items()} if self.instances is not None else {}),
+            }
+            for name, cap in policies.items():
+                if cap.request_policy is not None:
+                    dev["capacity"] = {**dev["capacity"], name: cap.to_k8s()}
+            taints = self.device_taints(i)
+            if taints:
+                dev["taints"] = [t.to_k8s() for t in taints]
+            if self.allow_multiple_allocations:
+                dev["allowMultipleAllocations"] = True
+            if self.consumes_counters:
+                dev["consumesCounters"] = [
+                    {"counterSet": name, "counters": {k: {"value": v} for k, v in counters.items()}}
+                    for name, counters in self.counter_consumption(i)
+                ]
+            out.append(dev)
+        return out
 
     @model_validator(mode="after")
     def _claim_needs_class(self) -> Device:
@@ -391,9 +491,15 @@ class Device(_Strict):
                 inst = self.instances[i]
                 attributes.update({k: v.as_k8s() for k, v in inst.attributes.items()})
                 capacity.update({k: {"value": v.value} for k, v in inst.capacity.items()})
-            out.append(
-                {"name": f"{self.name}-{i}", "driver": self.driver, "attributes": attributes, "capacity": capacity}
-            )
+            dev: dict[str, Any] = {
+                "name": f"{self.name}-{i}",
+                "driver": self.driver,
+                "attributes": attributes,
+                "capacity": capacity,
+            }
+            if self.allow_multiple_allocations:  # what CEL's device.allowMultipleAllocations reads
+                dev["allowMultipleAllocations"] = True
+            out.append(dev)
         return out
 
 
@@ -445,6 +551,64 @@ class InferenceClass(_Strict):
     provisioning: Provisioning = Field(default_factory=Provisioning)
     devices: list[Device] = Field(min_length=1)
     labels: dict[str, str] = Field(default_factory=dict)
+    # design.md §12: partitionable devices -- counter sets the devices consume (a GPU and its MIG profiles).
+    shared_counters: list[CounterSet] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _counters(self) -> InferenceClass:
+        sets: dict[str, dict[str, Any]] = {}
+        for cs in self.shared_counters:
+            for name in cs.names():
+                if name in sets:
+                    raise ValueError(f"shared_counters names counter set {name!r} twice")
+                sets[name] = cs.counters
+        drivers: dict[str, str] = {}
+        for d in self.devices:
+            for i in range(d.count):
+                for name, counters in d.counter_consumption(i):
+                    have = sets.get(name)
+                    if have is None:
+                        known = ", ".join(sets) or "none"
+                        raise ValueError(
+                            f"device {d.name}-{i} consumes counter set {name!r}, which shared_counters does not define "
+                            f"(defined: {known})"
+                        )
+                    missing = sorted(set(counters) - set(have))
+                    if missing:
+                        raise ValueError(
+                            f"device {d.name}-{i} consumes counter(s) {', '.join(missing)} that counter "
+                            f"set {name!r} does not have"
+                        )
+                    if drivers.setdefault(name, d.driver) != d.driver:
+                        raise ValueError(
+                            f"counter set {name!r} is consumed by devices of {drivers[name]} and {d.driver}: a counter "
+                            "set belongs to one driver's ResourceSlices"
+                        )
+        per_driver: dict[str, int] = {}
+        for name in sets:
+            driver = drivers.get(name, "")
+            per_driver[driver] = per_driver.get(driver, 0) + 1
+        for driver, n in sorted(per_driver.items()):
+            if n > COUNTER_SETS_MAX:
+                raise ValueError(
+                    f"{n} counter sets for driver {driver or '(unused)'}; a ResourceSlice holds at most "
+                    f"{COUNTER_SETS_MAX}"
+                )
+        return self
+
+    def counter_sets(self) -> dict[str, dict[str, dict[str, str]]]:
+        """``{driver: {counter set: {counter: quantity}}}``: what each driver's slices publish as sharedCounters."""
+        owner: dict[str, str] = {}
+        for d in self.devices:
+            for i in range(d.count):
+                for name, _counters in d.counter_consumption(i):
+                    owner.setdefault(name, d.driver)
+        out: dict[str, dict[str, dict[str, str]]] = {}
+        for cs in self.shared_counters:
+            for name in cs.names():
+                if name in owner:
+                    out.setdefault(owner[name], {})[name] = {k: v.value for k, v in cs.counters.items()}
+        return out
 
     @field_validator("devices")
     @classmethod
@@ -461,10 +625,20 @@ class InferenceClass(_Strict):
         for d in v:
             if d.claim == "DRA":
                 per_driver[d.driver] = per_driver.get(d.driver, 0) + d.count
+        advanced = {
+            d.driver
+            for d in v
+            if d.claim == "DRA" and (d.taints or d.consumes_counters or any(i.taints for i in d.instances or []))
+        }
         for driver, n in sorted(per_driver.items()):
             if n > SLICE_DEVICES_MAX:
                 raise ValueError(
                     f"a node publishes {n} {driver} devices; a ResourceSlice holds at most {SLICE_DEVICES_MAX}"
+                )
+            if driver in advanced and n > SLICE_DEVICES_ADVANCED_MAX:
+                raise ValueError(
+                    f"a node publishes {n} {driver} devices, some with taints or counters; a ResourceSlice holds at "
+                    f"most {SLICE_DEVICES_ADVANCED_MAX} such devices"
                 )
         return v
 
@@ -722,6 +896,10 @@ class DeviceSubRequest(_Strict):
     # over it is skipped by the allocator, as upstream's.
     count: StrictInt | None = Field(default=None, ge=1)
     selectors: list[Selector] = Field(default_factory=list, max_length=DEVICE_SELECTORS_MAX)
+    # design.md §12: the device taints this request tolerates (Kubernetes' DeviceToleration spelling).
+    tolerations: list[DeviceToleration] = Field(default_factory=list, max_length=DEVICE_TOLERATIONS_MAX)
+    # design.md §12: consumable capacity -- how much of each capacity of a device the request consumes.
+    capacity: CapacityRequirements | None = None
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
 
@@ -761,6 +939,8 @@ class DeviceRequest(DeviceSubRequest):
                 ("allocation_mode", None if self.allocation_mode == "ExactCount" else self.allocation_mode),
                 ("count", self.count),
                 ("selectors", self.selectors or None),
+                ("tolerations", self.tolerations or None),
+                ("capacity", self.capacity),
             )
             if value is not None
         ]
@@ -787,14 +967,18 @@ class DeviceRequest(DeviceSubRequest):
 
 
 class DeviceConstraint(_Strict):
-    """``matchAttribute``: every device chosen for ``requests`` (default: all of the member's) has the same value."""
+    """``matchAttribute``: every device chosen for ``requests`` (default: all of the member's) has the same value;
+    ``distinctAttribute`` (design.md §12): each has another value (two shares of one shared GPU never do)."""
 
     requests: list[str] = Field(default_factory=list, max_length=DEVICE_REQUESTS_MAX)
-    match_attribute: str
+    match_attribute: str | None = None
+    distinct_attribute: str | None = None
 
-    @field_validator("match_attribute")
+    @field_validator("match_attribute", "distinct_attribute")
     @classmethod
-    def _qualified(cls, v: str) -> str:
+    def _qualified(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         match = QUALIFIED_NAME_RE.fullmatch(v)
         if not match or not match.group("domain") or len(match.group("domain")) > QUALIFIED_DOMAIN_MAX:
             raise ValueError(
@@ -802,6 +986,16 @@ class DeviceConstraint(_Strict):
                 "Kubernetes requires the domain in a constraint"
             )
         return v
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> DeviceConstraint:
+        if (self.match_attribute is None) == (self.distinct_attribute is None):
+            raise ValueError("must set exactly one of match_attribute, distinct_attribute")
+        return self
+
+    @property
+    def attribute(self) -> str:
+        return self.match_attribute or self.distinct_attribute or ""
 
 
 class NodeSelector(_Strict):
@@ -963,6 +1157,25 @@ class Disruption(_Strict):
     min_available: StrictInt | None = Field(default=None, ge=0, le=10000)
 
 
+def _surge_zero(value: int) -> int:
+    if value != 0:
+        raise ValueError(
+            f"only 0 is supported (got {value}): gpufleet.serving cannot place temporary extra replicas yet, so an "
+            "update takes a replica out of service while it restarts; bound how many at once with max_unavailable"
+        )
+    return value
+
+
+class Rollout(_Strict):
+    """How a changed template reaches a deployment's replicas across the fleet (docs/deploy.md, "Rolling updates")."""
+
+    #: At most this many of the deployment's replicas are taken out of service by an update at once, fleet-wide: apply
+    #: mode updates them in waves of this size and waits until they are Ready before the next wave.
+    max_unavailable: StrictInt = Field(default=1, ge=1, le=10000)
+    #: Extra temporary replicas during an update: only 0 (not supported yet; a validation error says so).
+    max_surge: Annotated[StrictInt, AfterValidator(_surge_zero)] = 0
+
+
 class PlacementOptions(_Strict):
     """How a deployment's replicas take node capacity (design.md §12)."""
 
@@ -985,6 +1198,7 @@ class ModelDeployment(_Strict):
     ray: StrictBool = False
     kserve: KServeOptions = Field(default_factory=KServeOptions)
     disruption: Disruption = Field(default_factory=Disruption)
+    rollout: Rollout = Field(default_factory=Rollout)
     placement: PlacementOptions = Field(default_factory=PlacementOptions)
     # Filled in by fleet_info (the resolved ``clusters`` host pattern); accepted so its output can be fed back.
     candidate_clusters: list[str] = Field(default_factory=list, exclude=True)
@@ -1236,7 +1450,10 @@ def _reason(err: Mapping[str, Any]) -> str:
     if kind == "literal_error":
         expected = str(ctx.get("expected", ""))
         choices = re.findall(r"'([^']*)'", expected) or [expected]
-        return f"must be one of {', '.join(choices)} (got {got})"
+        value = err.get("input")
+        close = _closest(value, choices) if isinstance(value, str) and not _is_secret(err) else None
+        hint = f"; did you mean {close!r}?" if close else ""
+        return f"must be one of {', '.join(choices)} (got {got}{hint})"
     if kind == "missing":
         return "is required"
     if kind == "extra_forbidden":
@@ -1263,6 +1480,14 @@ def _reason(err: Mapping[str, Any]) -> str:
         return "must not be empty"
     msg = str(err.get("msg", "is invalid"))
     return msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
+def _closest(value: str, choices: list[str]) -> str | None:
+    """The choice ``value`` is most likely a typo of (difflib; a difference of case counts as one)."""
+    import difflib
+
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+    return close[0] if close else next((c for c in choices if c.lower() == value.lower()), None)
 
 
 def _scrub(text: str, err: Mapping[str, Any]) -> str:

@@ -51,19 +51,22 @@ from __future__ import annotations
 
 import heapq
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel
 from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import (
     Allocation,
+    Counters,
     NodeDevice,
     allocate,
+    node_counters,
     node_devices,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import DRAIN_TAINT, replica_name
-from ansible_collections.gpufleet.serving.plugins.module_utils.dra.state import PoolLedger
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra import features as dra_features
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.state import EMPTY, NodeUse, PoolLedger
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     DeviceSubRequest,
@@ -79,6 +82,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     require_pydantic,
     translate_errors,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import Quantity, parse_quantity
 from ansible_collections.gpufleet.serving.plugins.module_utils.records import (
     LedgerRecord,
     ReplicaRecord,
@@ -362,8 +366,10 @@ class _MemberMatch:
     synthetic: list[str] = field(default_factory=list)  # names of synthetic devices it matched
     why: str = ""
     constraints: list[dict[str, Any]] = field(default_factory=list)
-    #: The devices (indexes) one pod's claim is allocated on a node of its own.
+    #: The devices (indexes) one pod's claim is allocated on a node of its own, and the capacity it consumes on shared
+    #: ones (design.md §12).
     devices: tuple[int, ...] = ()
+    consumed: dict[int, dict[str, Quantity]] = field(default_factory=dict)
     #: Each pod takes a whole node: it claims every device there (and has no first_available alternative that could
     #: take fewer), or the deployment asks for exclusive nodes. Such members are charged by node count (the fast path).
     whole: bool = False
@@ -386,8 +392,10 @@ class _Option:
         return all(m.whole for m in self.members if m.claims)
 
 
-#: One pod's place in its pool's ledger: (node index, devices it holds there).
-Pod = tuple[int, tuple[int, ...]]
+#: One pod's place in its pool's ledger: (node index, devices it holds there, capacity it consumes on shared ones).
+Pod = tuple[int, tuple[int, ...], dict[int, dict[str, Quantity]]]
+#: What a claim is allocated on one node: (devices, capacity consumed on shared ones).
+Fitted = tuple[tuple[int, ...], dict[int, dict[str, Quantity]]]
 
 
 @dataclass
@@ -426,6 +434,16 @@ def _resolved_class(alt: DeviceSubRequest, devices: list[NodeDevice], check: Any
     return fallback
 
 
+def _extras(alt: DeviceSubRequest) -> dict[str, Any]:
+    """What a resolved request carries beyond class, count and selectors (design.md §12), only when set."""
+    out: dict[str, Any] = {}
+    if alt.tolerations:
+        out["tolerations"] = [t.to_k8s() for t in alt.tolerations]
+    if alt.capacity is not None:
+        out["capacity"] = {"requests": dict(alt.capacity.requests)}
+    return out
+
+
 def _sub_dict(alt: DeviceSubRequest, device_class_name: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {"name": alt.name, "device_class_name": device_class_name}
     if alt.allocation_mode == "All":
@@ -433,13 +451,20 @@ def _sub_dict(alt: DeviceSubRequest, device_class_name: str | None) -> dict[str,
     else:
         out["count"] = alt.devices
     out["selectors"] = [s.cel for s in alt.selectors]
+    out.update(_extras(alt))
     return out
 
 
-def _match_member(member: _Member, devices: list[NodeDevice], check: Any) -> _MemberMatch:
+def _match_member(
+    member: _Member,
+    devices: list[NodeDevice],
+    check: Any,
+    features: dra_features.Features = dra_features.ALL,
+    counters: Counters | None = None,
+) -> _MemberMatch:
     """Allocate one pod's claim on one node's devices (:func:`allocator.allocate`) and resolve the record's requests."""
     ns = member.node_selector
-    alloc = allocate(ns, devices, check)
+    alloc = allocate(ns, devices, check, features=features, counters=counters)
     if not alloc.ok:
         return _MemberMatch(False, why=alloc.why)
     return _resolve(ns, devices, check, alloc)
@@ -460,6 +485,7 @@ def _resolve(ns: NodeSelector, devices: list[NodeDevice], check: Any, alloc: All
             }
             if req.allocation_mode == "All":
                 item["allocation_mode"] = "All"
+            item.update(_extras(req))
         else:
             item = {
                 "name": req.name,
@@ -478,9 +504,21 @@ def _resolve(ns: NodeSelector, devices: list[NodeDevice], check: Any, alloc: All
                 "chosen": chosen.sub,
             }
         resolved.append(item)
-    constraints = [{"requests": list(c.requests), "match_attribute": c.match_attribute} for c in ns.constraints]
+    constraints = [
+        {
+            "requests": list(c.requests),
+            **({"match_attribute": c.match_attribute} if c.match_attribute else {}),
+            **({"distinct_attribute": c.distinct_attribute} if c.distinct_attribute else {}),
+        }
+        for c in ns.constraints
+    ]
     return _MemberMatch(
-        True, resolved, alloc.synthetic, constraints=constraints if resolved else [], devices=alloc.devices
+        True,
+        resolved,
+        alloc.synthetic,
+        constraints=constraints if resolved else [],
+        devices=alloc.devices,
+        consumed=alloc.consumed,
     )
 
 
@@ -522,19 +560,41 @@ class _Placed:
 _MISS: Any = object()
 
 
-def _ledger_members(r: ReplicaRecord | LedgerRecord) -> Iterable[tuple[str, str, int, list[tuple[int, list[str]]]]]:
-    """``(cluster, pool, nodes, [(node, device names)])`` of every member of a replica record."""
+RecordedPod = tuple[int, list[str], "Mapping[str, Mapping[str, str]] | None"]
+
+
+def _ledger_members(r: ReplicaRecord | LedgerRecord) -> Iterable[tuple[str, str, int, list[RecordedPod]]]:
+    """``(cluster, pool, nodes, [(node, device names, capacity)])`` of every member of a replica record."""
     # A LedgerRecord is a plain dict (isinstance on a pydantic class is a slow Python-level check: avoided here).
     if isinstance(r, dict):
         for e in r["engines"]:
             for m in e["members"]:
                 allocations = m.get("allocations")
-                pods = [(a["node"], a["devices"]) for a in allocations] if allocations else []
+                pods: list[RecordedPod] = (
+                    [(a["node"], a["devices"], a.get("capacity")) for a in allocations] if allocations else []
+                )
                 yield r["cluster"], m["pool"], m["nodes"], pods
         return
     for em in r.engines:
         for mm in em.members:
-            yield r.cluster, mm.pool, mm.nodes, [(a.node, a.devices) for a in mm.allocations]
+            recorded: list[RecordedPod] = [(a.node, a.devices, a.capacity) for a in mm.allocations]
+            yield r.cluster, mm.pool, mm.nodes, recorded
+
+
+def _canonical(consumed: Mapping[int, Mapping[str, Quantity]]) -> dict[int, dict[str, str]]:
+    return {d: {k: v.canonical() for k, v in caps.items()} for d, caps in consumed.items()}
+
+
+class _Ledgers(dict[tuple[str, str], PoolLedger]):
+    """Per ``(cluster, pool)``, its :class:`PoolLedger`, made by ``make`` when first asked for."""
+
+    def __init__(self, make: Callable[[tuple[str, str]], PoolLedger]) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, key: tuple[str, str]) -> PoolLedger:
+        led = self[key] = self._make(key)
+        return led
 
 
 class _Planner:
@@ -552,6 +612,8 @@ class _Planner:
         self.classes = classes
         self._devices: dict[str, list[NodeDevice]] = {}
         self._claimable: dict[str, frozenset[int]] = {}
+        self._counters: dict[str, Counters] = {}
+        self._shared: dict[tuple[str, str | None], dict[int, dict[str, Quantity]]] = {}
         self._index: dict[str, dict[str, int]] = {}
         self.clusters = clusters
         self.by_name = {c.name: c for c in clusters}
@@ -559,12 +621,13 @@ class _Planner:
         self.sel = sel
         self._checks: dict[str | None, Any] = {}
         self._member_memo: dict[tuple[str, int, int, str | None], _MemberMatch] = {}
-        self._fit_memo: dict[tuple[str, int, int, str | None, frozenset[int]], tuple[int, ...] | None] = {}
+        self._fit_memo: dict[tuple[str, int, int, str | None, NodeUse], Fitted | None] = {}
         self._options_memo: dict[tuple[tuple[str, ...], str | None], list[list[_Option | str]]] = {}
         self._class_memo: dict[tuple[str, int, str | None], tuple[_Option | None, str | None, bool]] = {}
         self._cluster_options: dict[str, list[list[_Option | str]]] = {}
         #: Per ``(cluster, pool)``: what is allocated on its nodes (:class:`dra.state.PoolLedger`).
-        self.ledger: dict[tuple[str, str], PoolLedger] = {}
+        self.ledger: _Ledgers = _Ledgers(self._new_ledger)
+        self._pools: dict[tuple[str, str], tuple[PlacementCluster, Any]] = {}
         self.dropped: list[dict[str, Any]] = []
         #: Replicas the fleet's drain taint evicts, with their retained engines: a safe drain keeps those it cannot
         #: replace (see :meth:`keep_unreplaced`).
@@ -585,6 +648,26 @@ class _Planner:
         if hit is None:
             hit = frozenset(i for i, d in enumerate(self.devices(class_name)) if d.claim == "DRA")
             self._claimable[class_name] = hit
+        return hit
+
+    def counters(self, class_name: str) -> Counters:
+        hit = self._counters.get(class_name)
+        if hit is None:
+            hit = self._counters[class_name] = node_counters(self.classes[class_name])
+        return hit
+
+    def shared(self, class_name: str, version: str | None) -> dict[int, dict[str, Quantity]]:
+        """Devices of a node of the class several claims may be allocated (where the cluster's Kubernetes has
+        consumable capacity), with their capacity."""
+        key = (class_name, version)
+        hit = self._shared.get(key)
+        if hit is None:
+            on = dra_features.for_version(version).consumable_capacity
+            hit = self._shared[key] = {
+                i: {name: value for name, value, _policy in d.capacity}
+                for i, d in enumerate(self.devices(class_name))
+                if on and d.multi and d.claim == "DRA"
+            }
         return hit
 
     def device_index(self, class_name: str) -> dict[str, int]:
@@ -611,32 +694,56 @@ class _Planner:
         hit = self._member_memo.get(key)
         if hit is None:
             member = self.engines[ei].members[mi]
-            hit = _match_member(member, self.devices(class_name), self.check(version))
+            hit = _match_member(
+                member,
+                self.devices(class_name),
+                self.check(version),
+                dra_features.for_version(version),
+                self.counters(class_name),
+            )
             if hit.ok and hit.claims:
                 hit.whole = self.exclusive or (
                     frozenset(hit.devices) == self.claimable(class_name)
+                    and not self.shared(class_name, version)
                     and all(r.first_available is None for r in member.node_selector.devices)
                 )
             self._member_memo[key] = hit
         return hit
 
-    def fit(self, class_name: str, ei: int, mi: int, version: str | None, taken: frozenset[int]) -> tuple[int, ...] | None:
-        """The devices one pod of member ``mi`` of engine ``ei`` is allocated on a node of the class whose devices
-        ``taken`` are in use (upstream's allocator over ``AllocatedState``), or None; memoised per node state."""
-        key = (class_name, ei, mi, version, taken)
+    def fit(self, class_name: str, ei: int, mi: int, version: str | None, use: NodeUse) -> Fitted | None:
+        """What one pod of member ``mi`` of engine ``ei`` is allocated on a node of the class in state ``use``
+        (upstream's allocator over ``AllocatedState``), or None; memoised per node state."""
+        key = (class_name, ei, mi, version, use)
         hit = self._fit_memo.get(key, _MISS)
         if hit is _MISS:
-            if not taken:
+            features = dra_features.for_version(version)
+            if use == EMPTY:
                 mm = self.member_match(class_name, ei, mi, version)
-                hit = mm.devices if mm.ok and mm.claims else None
+                hit = (mm.devices, mm.consumed) if mm.ok and mm.claims else None
             else:
                 ns = self.engines[ei].members[mi].node_selector
-                alloc = allocate(ns, self.devices(class_name), self.check(version), taken)
-                hit = alloc.devices if alloc.ok and alloc.devices else None
+                alloc = allocate(
+                    ns,
+                    self.devices(class_name),
+                    self.check(version),
+                    use.taken,
+                    features,
+                    use.consumed,
+                    self.counters(class_name),
+                )
+                hit = (alloc.devices, alloc.consumed) if alloc.ok and alloc.devices else None
             if len(self._fit_memo) >= _MEMO_LIMIT:
                 self._fit_memo.clear()
             self._fit_memo[key] = hit
         return hit
+
+    def fitter(self, class_name: str, ei: int, mi: int, version: str | None) -> Callable[[NodeUse], Fitted | None]:
+        """:meth:`fit` for one member on one class, as the ledger calls it."""
+
+        def fit(use: NodeUse) -> Fitted | None:
+            return self.fit(class_name, ei, mi, version, use)
+
+        return fit
 
     def engine_on_class(
         self, class_name: str, ei: int, version: str | None = None
@@ -720,8 +827,8 @@ class _Planner:
     def _recorded_pods(
         self, class_name: str, ei: int, mi: int, version: str | None, recorded: list[Any], want: int
     ) -> list[Pod] | None:
-        """A retained member's recorded pods, when they still make its claim: one per pod, each the very devices the
-        claim is allocated on a node where only those are free (else None: the member is allocated again)."""
+        """A retained member's recorded pods, when they still make its claim: one per pod, each the very devices (and
+        capacity) the claim is allocated on a node where only those are free (else None: it is allocated again)."""
         if len(recorded) != want:
             return None
         index = self.device_index(class_name)
@@ -732,10 +839,27 @@ class _Planner:
             chosen = frozenset(devices)
             if -1 in chosen or len(chosen) != len(devices):
                 return None
-            got = self.fit(class_name, ei, mi, version, claimable - chosen)
-            if got is None or frozenset(got) != chosen:
+            consumed = self._consumed(class_name, version, a.devices, a.capacity)
+            got = self.fit(class_name, ei, mi, version, NodeUse(claimable - chosen))
+            if got is None or frozenset(got[0]) != chosen or _canonical(got[1]) != _canonical(consumed):
                 return None
-            out.append((a.node, devices))
+            out.append((a.node, devices, consumed))
+        return out
+
+    def _consumed(
+        self, class_name: str, version: str | None, names: list[str], capacity: Mapping[str, Mapping[str, str]] | None
+    ) -> dict[int, dict[str, Quantity]]:
+        """What a record's pod consumes on the shared devices among ``names`` (a shared device the record gives no
+        capacity for: all of it)."""
+        shared = self.shared(class_name, version)
+        index = self.device_index(class_name)
+        out: dict[int, dict[str, Quantity]] = {}
+        for name in names:
+            d = index.get(name)
+            if d is None or d not in shared:
+                continue
+            given = (capacity or {}).get(name)
+            out[d] = {k: parse_quantity(v) for k, v in given.items()} if given else dict(shared[d])
         return out
 
     def retained_engines(self, r: ReplicaRecord, cluster: PlacementCluster) -> list[_Landing] | str:
@@ -846,6 +970,22 @@ class _Planner:
 
     # -- ledger and fill ---------------------------------------------------------------------------------------------
 
+    def _new_ledger(self, key: tuple[str, str]) -> PoolLedger:
+        """An empty pool's ledger, with what was observed held on its nodes by other workloads."""
+        c, p = self._pools[key]
+        index = self.device_index(p.class_name)
+        shared = self.shared(p.class_name, _minor(c.kubernetes_version))
+        held = [
+            NodeUse(
+                frozenset(index[n] for n in names if n in index and index[n] not in shared),
+                EMPTY.plus((), {index[n]: shared[index[n]] for n in names if n in index and index[n] in shared}).shared,
+            )
+            for names in p.held
+        ]
+        return PoolLedger(
+            p.nodes, len(self.claimable(p.class_name)) - len(shared), [h for h in held if h != EMPTY], shared
+        )
+
     def _pool_class(self, cluster: str, pool: str) -> str:
         for p in self.by_name[cluster].pools:
             if p.name == pool:
@@ -855,53 +995,53 @@ class _Planner:
     def build_ledger(self, kept: list[_Placed]) -> None:
         """The allocated state of every candidate pool: what other deployments' replicas hold (their recorded devices,
         or whole nodes), what was observed held by other workloads, and this deployment's kept replicas."""
-        ledger: dict[tuple[str, str], PoolLedger] = {}
-        for c in self.clusters:
-            for p in c.pools:
-                index = self.device_index(p.class_name)
-                held = [frozenset(index[n] for n in names if n in index) for names in p.held]
-                ledger[(c.name, p.name)] = PoolLedger(
-                    p.nodes, len(self.claimable(p.class_name)), [h for h in held if h]
-                )
-        self.ledger = ledger
+        # Pools are given their ledger when first needed (most of a large fleet's pools are never asked about).
+        self._pools = {(c.name, p.name): (c, p) for c in self.clusters for p in c.pools}
+        self.ledger = ledger = _Ledgers(self._new_ledger)
+        versions = {c.name: _minor(c.kubernetes_version) for c in self.clusters}
+        pools = self._pools
         for r in self.replicas:
             if not isinstance(r, dict) and r.deployment == self.dep.name:
                 continue  # ours: the kept ones are charged below, as they are kept now
             for cluster, pool, nodes, pods in _ledger_members(r):
-                led = ledger.get((cluster, pool))
-                if led is None:
+                if (cluster, pool) not in pools:
                     continue
+                led = ledger[(cluster, pool)]
                 if not pods:
                     if nodes:
                         led.take_whole(nodes, force=True)
                     continue
-                index = self.device_index(self._pool_class(cluster, pool))
-                for node, names in pods:
-                    devices = [index[n] for n in names if n in index]
-                    if devices:
-                        led.charge(node, devices)
+                class_name = self._pool_class(cluster, pool)
+                version = versions[cluster]
+                index = self.device_index(class_name)
+                for node, names, capacity in pods:
+                    consumed = self._consumed(class_name, version, names, capacity)
+                    devices = [index[n] for n in names if n in index and index[n] not in consumed]
+                    if devices or consumed:
+                        led.charge(node, devices, consumed)
                     else:  # devices the class no longer publishes: hold a node, as the record's pod does
                         led.take_whole(1, force=True)
         stale: list[tuple[_Placed, int]] = []
-        for p in kept:
-            self.hold(p.cluster, p.engines)
-            stale.extend((p, ei) for ei, landing in enumerate(p.engines) if any(m.stale for m in landing.members))
+        for placed in kept:
+            self.hold(placed.cluster, placed.engines)
+            stale.extend(
+                (placed, ei) for ei, landing in enumerate(placed.engines) if any(m.stale for m in landing.members)
+            )
         # Members whose recorded devices no longer make their claim (or recorded by node count only, before
         # device-level placement) are allocated again, after everything recorded: placed where they fit, or beyond
         # the pool's nodes (an overcommit shows) -- a kept replica is never evicted for it.
-        for p, ei in stale:
-            landing = p.engines[ei]
-            cluster = self.by_name[p.cluster]
-            led = ledger[(p.cluster, landing.pool)]
-            version = _minor(cluster.kubernetes_version)
-            class_name = self._pool_class(p.cluster, landing.pool)
+        for placed, ei in stale:
+            landing = placed.engines[ei]
+            led = ledger[(placed.cluster, landing.pool)]
+            version = _minor(self.by_name[placed.cluster].kubernetes_version)
+            class_name = self._pool_class(placed.cluster, landing.pool)
             engine = self.engines[ei]
             for mi, (member, ml) in enumerate(zip(engine.members, landing.members, strict=True)):
                 if not ml.stale:
                     continue
                 ml.stale = False
                 for _pod in range(member.pods * engine.copies):
-                    got = led.fit(lambda taken, mi=mi: self.fit(class_name, ei, mi, version, taken), force=True)
+                    got = led.fit(self.fitter(class_name, ei, mi, version), force=True)
                     if got is not None:
                         ml.pods.append(got)
 
@@ -909,15 +1049,18 @@ class _Planner:
         """Charge what a kept replica's engines hold; recorded devices another replica holds already move to another
         node (:meth:`PoolLedger.charge`), and the landing says where."""
         for landing in engines:
-            led = self.ledger.get((cluster, landing.pool))
-            if led is None:  # pragma: no cover - a kept replica's pool is a candidate pool
-                continue
+            led = self.ledger[(cluster, landing.pool)]
             for ml in landing.members:
                 if ml.whole:
                     led.take_whole(ml.whole, force=True)
-                ml.pods = [(led.charge(node, devices), devices) for node, devices in ml.pods]
+                ml.pods = [
+                    (led.charge(node, [d for d in devices if d not in consumed], consumed), devices, consumed)
+                    for node, devices, consumed in ml.pods
+                ]
 
-    def pack(self, led: PoolLedger, class_name: str, ei: int, option: _Option, version: str | None) -> list[_MemberLanding] | None:
+    def pack(
+        self, led: PoolLedger, class_name: str, ei: int, option: _Option, version: str | None
+    ) -> list[_MemberLanding] | None:
         """Allocate one engine's pods on a pool's ledger (changed in place), in the order kube-scheduler would meet them
         (copy by copy, member by member): whole-node members take unused nodes, the others first fit. None: no room."""
         engine = self.engines[ei]
@@ -932,7 +1075,7 @@ class _Planner:
                     out[mi].whole += member.pods
                     continue
                 for _pod in range(member.pods):
-                    got = led.fit(lambda taken, mi=mi: self.fit(class_name, ei, mi, version, taken))
+                    got = led.fit(self.fitter(class_name, ei, mi, version))
                     if got is None:
                         return None
                     out[mi].pods.append(got)
@@ -1068,9 +1211,23 @@ class _Planner:
                 if ml.pods:
                     if names is None:
                         names = self.devices(self._pool_class(p.cluster, pool))
-                    out["nodes"] = len({node for node, _devices in ml.pods})
+                    out["nodes"] = len({node for node, _devices, _consumed in ml.pods})
                     out["allocations"] = [
-                        {"node": node, "devices": [names[i].name for i in devices]} for node, devices in ml.pods
+                        {
+                            "node": node,
+                            "devices": [names[i].name for i in devices],
+                            **(
+                                {
+                                    "capacity": {
+                                        names[d].name: {k: str(v) for k, v in caps.items()}
+                                        for d, caps in consumed.items()
+                                    }
+                                }
+                                if consumed
+                                else {}
+                            ),
+                        }
+                        for node, devices, consumed in ml.pods
                     ]
                 else:
                     out["nodes"] = member.pods * engine.copies if mm.claims else 0

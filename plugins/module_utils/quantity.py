@@ -343,6 +343,13 @@ class Quantity:
     def is_integer(self) -> bool:
         return self.as_int64()[1]
 
+    def value_ceil(self) -> int:
+        """resource.Quantity.Value: the value as an integer, rounded up (``1.5`` -> 2, ``-1.5`` -> -1)."""
+        u, e = self._value_exp()
+        if e >= 0:
+            return u * 10**e
+        return -((-u) // 10**-e)
+
     def as_approximate_float(self) -> float:
         """resource.Quantity.AsApproximateFloat64 (same float64 rounding as Go)."""
         if self._dec:

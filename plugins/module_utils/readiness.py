@@ -18,6 +18,9 @@ from typing import Any
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_DEPLOYMENT
 
 Predicate = Callable[[Mapping[str, Any]], "str | None"]
+#: How long a wait distrusts the status of a workload whose kind has no ``observedGeneration`` after a spec change,
+#: when its controller writes nothing (see :func:`wait_ready`).
+STALE_SETTLE_SECONDS = 30.0
 
 
 def _int(value: Any) -> int:
@@ -95,11 +98,28 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str, str, str]:
     return (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
 
 
+def unreported(applied: Mapping[str, Any], before: Mapping[str, Any] | None) -> bool:
+    """Whether the status of ``applied`` (a workload as an apply stored it; ``before``: as it was listed before) cannot
+    tell yet whether the change is rolled out: the apply changed its spec (``metadata.generation`` moved) and its status
+    carries no ``observedGeneration`` to say when its controller has seen the change. A LeaderWorkerSet is such a
+    kind: right after its template changes, its status still counts the old groups as updated and ready."""
+    if before is None or str(applied.get("kind")) not in PREDICATES:
+        return False
+    moved = _int((applied.get("metadata") or {}).get("generation")) != _int(
+        (before.get("metadata") or {}).get("generation")
+    )
+    return moved and "observedGeneration" not in (applied.get("status") or {})
+
+
 def pending_workloads(
-    observed: Sequence[Mapping[str, Any]], desired: Sequence[Mapping[str, Any]]
+    observed: Sequence[Mapping[str, Any]],
+    desired: Sequence[Mapping[str, Any]],
+    stale: Mapping[tuple[str, str, str, str], str] | None = None,
 ) -> list[dict[str, str]]:
     """Each desired workload that is not ready yet (missing from ``observed`` counts as not ready):
-    ``{kind, namespace, name, deployment, message}``; ``deployment`` is its ``gpufleet.io/deployment`` label."""
+    ``{kind, namespace, name, deployment, message}``; ``deployment`` is its ``gpufleet.io/deployment`` label.
+    ``stale``: workloads whose status predates a change just applied (:func:`unreported`), by key, with the
+    ``resourceVersion`` the apply stored; such a workload is not ready until its controller has written it since."""
     seen = {_key(o): o for o in observed}
     out = []
     for want in desired:
@@ -108,6 +128,14 @@ def pending_workloads(
         key = _key(want)
         got = seen.get(key)
         why = "not found" if got is None else not_ready(got)
+        if (
+            not why
+            and got is not None
+            and stale
+            and key in stale
+            and str((got.get("metadata") or {}).get("resourceVersion")) == stale[key]
+        ):
+            why = "its controller has not reported on the applied change yet"
         if why:
             out.append(
                 {
@@ -128,21 +156,26 @@ def wait_ready(
     interval: float,
     sleep: Callable[[float], None],
     clock: Callable[[], float],
+    stale: Mapping[tuple[str, str, str, str], str] | None = None,
+    settle: float = STALE_SETTLE_SECONDS,
 ) -> tuple[list[dict[str, str]], int]:
     """Poll until every desired workload is ready or ``timeout`` seconds pass; return (pending, polls).
 
     ``list_kind(api_version, kind)`` lists the objects of one kind (one call per waited kind and poll); its errors
-    propagate (a cluster that stops answering is a failure, not a timeout).
+    propagate (a cluster that stops answering is a failure, not a timeout). ``stale``: see :func:`pending_workloads`;
+    after ``settle`` seconds a controller that wrote nothing is taken to have had nothing to report (a spec change
+    that is no new revision), and the replica counts are trusted.
     """
     kinds = sorted({(str(o.get("apiVersion")), str(o.get("kind"))) for o in desired if o.get("kind") in PREDICATES})
-    deadline = clock() + timeout
+    start = clock()
+    deadline = start + timeout
     polls = 0
     while True:
         polls += 1
         observed: list[Mapping[str, Any]] = []
         for api_version, kind in kinds:
             observed.extend(list_kind(api_version, kind))
-        pending = pending_workloads(observed, desired)
+        pending = pending_workloads(observed, desired, stale if clock() - start < settle else None)
         if not pending or clock() >= deadline:
             return pending, polls
         sleep(min(interval, max(deadline - clock(), 0)))

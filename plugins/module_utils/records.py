@@ -23,6 +23,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     LABEL_VALUE_RE,
     is_dns_label,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.api import CapacityRequirements, DeviceToleration
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     BaseModel,
@@ -31,6 +32,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     Member,
     ModelDeployment,
     ValidationError,
+    model_validator,
     require_pydantic,
     translate_errors,
 )
@@ -39,7 +41,9 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
 )
 
 try:
-    from typing_extensions import NotRequired, TypedDict  # pydantic needs it before Python 3.12
+    from typing import NotRequired  # pydantic needs it before Python 3.12
+
+    from typing_extensions import TypedDict
 except ImportError:  # pragma: no cover - exercised by ansible-test's import sanity test
     from typing import NotRequired, TypedDict
 
@@ -110,6 +114,8 @@ class ResolvedSubRequest(_Record):
     allocation_mode: Literal["ExactCount", "All"] = "ExactCount"
     count: PosInt | None = None
     selectors: Selectors = Field(default_factory=list)
+    tolerations: list[DeviceToleration] = Field(default_factory=list)
+    capacity: CapacityRequirements | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "device_class_name": self.device_class_name}
@@ -118,7 +124,19 @@ class ResolvedSubRequest(_Record):
         else:
             out["count"] = self.count or 1
         out["selectors"] = list(self.selectors)
+        out.update(_extras(self))
         return out
+
+
+def _extras(r: ResolvedSubRequest | ResolvedRequest) -> dict[str, Any]:
+    """Fields a resolved request carries only when set (design.md §12), so earlier shapes are unchanged."""
+    out: dict[str, Any] = {}
+    if r.tolerations:
+        out["tolerations"] = [t if isinstance(t, dict) else t.to_k8s() for t in r.tolerations]
+    if r.capacity is not None:
+        cap = r.capacity
+        out["capacity"] = {"requests": dict(cap["requests"] if isinstance(cap, dict) else cap.requests)}
+    return out
 
 
 class ResolvedRequest(_Record):
@@ -134,6 +152,8 @@ class ResolvedRequest(_Record):
     allocation_mode: Literal["ExactCount", "All"] = "ExactCount"
     first_available: list[ResolvedSubRequest] | None = None
     chosen: str | None = None
+    tolerations: list[DeviceToleration] = Field(default_factory=list)
+    capacity: CapacityRequirements | None = None
 
     @property
     def claimed(self) -> bool:
@@ -149,26 +169,44 @@ class ResolvedRequest(_Record):
         }
         if self.allocation_mode == "All":
             out["allocation_mode"] = "All"
+        out.update(_extras(self))
         if self.first_available is not None:
             out["first_available"] = [a.to_dict() for a in self.first_available]
             out["chosen"] = self.chosen
         return out
 
 
+# Defaults given explicitly: model_construct() computing a default_factory inspects its signature (slow, per call).
+_UNSET_REQUEST = {"tolerations": [], "capacity": None}
+
+
 def _trusted_request(r: Mapping[str, Any]) -> ResolvedRequest:
     alts = r.get("first_available")
     if alts is None:
-        return ResolvedRequest.model_construct(**r)
+        return ResolvedRequest.model_construct(**{**_UNSET_REQUEST, **r})
     return ResolvedRequest.model_construct(
-        **{**r, "first_available": [ResolvedSubRequest.model_construct(**a) for a in alts]}
+        **{
+            **_UNSET_REQUEST,
+            **r,
+            "first_available": [ResolvedSubRequest.model_construct(**{**_UNSET_REQUEST, **a}) for a in alts],
+        }
     )
 
 
 def copy_request(r: Mapping[str, Any]) -> dict[str, Any]:
     """A resolved request in the dict shape, its lists copied (a caller may change the copy)."""
-    out = dict(r, selectors=list(r["selectors"]))
+    out = _copy_lists(r)
     if r.get("first_available") is not None:
-        out["first_available"] = [dict(a, selectors=list(a["selectors"])) for a in r["first_available"]]
+        out["first_available"] = [_copy_lists(a) for a in r["first_available"]]
+    return out
+
+
+def _copy_lists(r: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(r, selectors=list(r["selectors"]))
+    if "tolerations" in r:
+        out["tolerations"] = [dict(t) for t in r["tolerations"]]
+    if "capacity" in r:
+        out["capacity"] = {"requests": dict(r["capacity"]["requests"])}
     return out
 
 
@@ -182,28 +220,57 @@ def _claim_fields(requests: list[dict[str, Any]], constraints: list[dict[str, An
 
 
 class ConstraintRecord(_Record):
-    """A ``match_attribute`` constraint of the member's claim (``requests`` empty: every request)."""
+    """A ``match_attribute`` (or ``distinct_attribute``, design.md §12) constraint of the member's claim (``requests``
+    empty: every request)."""
 
     requests: list[str] = Field(default_factory=list)
-    match_attribute: str = Field(min_length=1)
+    match_attribute: str | None = Field(default=None, min_length=1)
+    distinct_attribute: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ConstraintRecord:
+        if (self.match_attribute is None) == (self.distinct_attribute is None):
+            raise ValueError("must set exactly one of match_attribute, distinct_attribute")
+        return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {"requests": list(self.requests), "match_attribute": self.match_attribute}
+        out: dict[str, Any] = {"requests": list(self.requests)}
+        if self.match_attribute is not None:
+            out["match_attribute"] = self.match_attribute
+        if self.distinct_attribute is not None:
+            out["distinct_attribute"] = self.distinct_attribute
+        return out
 
 
 DeviceName = Annotated[str, Field(strict=True, min_length=1, max_length=128)]
 
 
+def _quantity(value: Any) -> Any:
+    from ansible_collections.gpufleet.serving.plugins.module_utils.dra.api import quantity
+
+    return quantity(value)
+
+
+# A Kubernetes quantity as a record holds it (``20Gi``): checked, so the ledger never meets one it cannot read.
+QuantityText = Annotated[str, BeforeValidator(_quantity)]
+
+
 class PodAllocation(_Record):
     """The devices one pod of a member holds on one node of its pool (design.md §12): ``node`` is placement's index of
     the node in the pool (its bookkeeping, not a Kubernetes Node), ``devices`` the names of the node's devices its claim
-    is allocated (``gpu-3``, as the class publishes them)."""
+    is allocated (``gpu-3``, as the class publishes them), ``capacity`` what it consumes of those that several claims
+    may share."""
 
     node: NonNegInt
     devices: list[DeviceName] = Field(min_length=1)
+    #: Capacity the pod consumes on the devices among ``devices`` that allow multiple allocations (design.md §12).
+    capacity: dict[DeviceName, dict[str, QuantityText]] = Field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "devices": list(self.devices)}
+        out: dict[str, Any] = {"node": self.node, "devices": list(self.devices)}
+        if self.capacity:
+            out["capacity"] = {d: dict(c) for d, c in self.capacity.items()}
+        return out
 
 
 class MemberRecord(_Record):
@@ -296,7 +363,9 @@ class ReplicaRecord(_Record):
                         if m.get("device_requests") is None
                         else [_trusted_request(r) for r in m["device_requests"]],
                         constraints=[ConstraintRecord.model_construct(**c) for c in m.get("constraints") or []],
-                        allocations=[PodAllocation.model_construct(**a) for a in m.get("allocations") or []],
+                        allocations=[
+                            PodAllocation.model_construct(**{"capacity": {}, **a}) for a in m.get("allocations") or []
+                        ],
                     )
                     for m in e["members"]
                 ],
@@ -499,6 +568,7 @@ def check_records(records: list[ReplicaRecord], dep: ModelDeployment, prefix: st
 class LedgerAllocation(TypedDict):
     node: NonNegInt
     devices: list[DeviceName]
+    capacity: NotRequired[dict[str, dict[str, QuantityText]]]
 
 
 class LedgerMember(TypedDict):

@@ -22,7 +22,10 @@ model cache read-only at ``/mnt/models`` (vLLM pointed at it) and a readiness pr
 template's first container.
 
 Every object and pod template carries the managed labels (``MANAGED_LABEL_KEYS``); they cannot be overridden by a
-user's template labels or the ``labels`` option (managed values silently win). Names are DNS-1035 labels, at most 63
+user's template labels or the ``labels`` option (managed values silently win). The fleet label
+(``gpufleet.io/fleet``, the ``fleet`` option) is on every object's own metadata only: never on a pod template or in a
+ResourceClaimTemplate's ``spec`` (a fleet that gets its name would otherwise restart every replica, or be refused: a
+claim template's spec is immutable). Names are DNS-1035 labels, at most 63
 characters (fewer where a controller derives longer names from them), truncated with a short hash when too long.
 
 Errors are :class:`GpufleetError` (:class:`FleetValidationError` for malformed input), never anything else.
@@ -61,6 +64,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     LABEL_DEPLOYMENT,
     LABEL_ENDPOINT,
     LABEL_ENGINE,
+    LABEL_FLEET,
     LABEL_MANAGED_BY,
     LABEL_POOL,
     LABEL_REPLICA,
@@ -69,8 +73,10 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     MANAGED_BY,
     MANAGED_LABEL_KEYS,
     NODE_POOL_LABEL,
+    FleetIdentity,
     k8s_name,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra import claims
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import deployment_reference_errors
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
@@ -114,6 +120,8 @@ class _Context:
     gateway: GatewayRef | None
     extra_labels: dict[str, str] = field(default_factory=dict)
     extra_annotations: dict[str, str] = field(default_factory=dict)
+    #: The fleet's name (``gpufleet.io/fleet`` on every object's metadata), or None.
+    fleet: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,8 @@ class RenderOptions:
     gateway: GatewayRef | None = None
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    #: ``gpufleet_fleet_name``: the ``gpufleet.io/fleet`` label of every object (not of pod templates).
+    fleet: str | None = None
 
 
 _Pod = tuple[dict[str, Any], dict[str, Any]]  # (pod metadata, pod spec)
@@ -142,6 +152,7 @@ def render_serving_manifests(
     gateway: Any = None,
     labels: Any = None,
     annotations: Any = None,
+    fleet: Any = None,
 ) -> list[dict[str, Any]]:
     """The Kubernetes objects serving ``deployment``'s replicas placed on ``cluster`` (see the module docstring).
 
@@ -149,7 +160,8 @@ def render_serving_manifests(
     validated and ignored. ``deployment``: one ``gpufleet_model_deployments`` entry. ``caches``: the
     ``gpufleet_model_caches`` list (needed when the deployment names a cache). ``gateway``: a default
     ``{name, namespace, section_name}`` for the HTTPRoute, used when the deployment sets no ``gateway``. ``labels`` /
-    ``annotations``: extra metadata for every object (labels also on pod templates); managed labels win.
+    ``annotations``: extra metadata for every object (labels also on pod templates); managed labels win. ``fleet``:
+    the fleet's name (``gpufleet_fleet_name``), the ``gpufleet.io/fleet`` label of every object.
     """
     require_pydantic()
     replicas = to_plain(replicas, "replicas")
@@ -169,10 +181,13 @@ def render_serving_manifests(
         {"labels": to_plain(labels, "labels") or {}, "annotations": to_plain(annotations, "annotations") or {}},
         "",
     )
+    if fleet is not None:
+        fleet = FleetIdentity.parse(to_plain(fleet, "fleet"), name_var="fleet").name
     options = RenderOptions(
         gateway=None if gateway is None else parse(GatewayRef, to_plain(gateway, "gateway"), "gateway"),
         labels=extra.labels,
         annotations=extra.annotations,
+        fleet=fleet,
     )
     records = ReplicaRecord.parse_list(replicas, "replicas")
     return render_replicas(dep, records, cluster, cache, options)
@@ -210,6 +225,7 @@ def render_replicas(
         gateway=dep.gateway or options.gateway,
         extra_labels=dict(options.labels),
         extra_annotations=dict(options.annotations),
+        fleet=options.fleet,
     )
     mine = sorted((r for r in records if r.cluster == cluster), key=lambda r: (r.index, r.name or ""))
     objects: list[dict[str, Any]] = []
@@ -279,6 +295,9 @@ def _labels(ctx: _Context, managed: Mapping[str, str], user: Mapping[str, str] |
 def _metadata(
     ctx: _Context, name: str, labels: dict[str, str], annotations: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
+    if ctx.fleet is not None:
+        # The object's own labels only: the caller's dict is also a pod template's or a claim template's spec labels.
+        labels = {**labels, LABEL_FLEET: ctx.fleet}
     meta: dict[str, Any] = {"name": name, "namespace": ctx.dep.namespace, "labels": labels}
     merged = {**ctx.extra_annotations, **(annotations or {})}
     if merged:
@@ -413,36 +432,10 @@ def _claim_template(
     }
 
 
-def _exactly(req: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"deviceClassName": req["device_class_name"]}
-    if req.get("allocation_mode") == "All":
-        out["allocationMode"] = "All"
-    else:
-        out["allocationMode"] = "ExactCount"
-        out["count"] = req.get("count") or 1
-    if req.get("selectors"):
-        out["selectors"] = [{"cel": {"expression": cel}} for cel in req["selectors"]]
-    return out
-
-
 def claim_devices(device_requests: list[Mapping[str, Any]], constraints: list[Mapping[str, Any]]) -> dict[str, Any]:
     """A ResourceClaim's ``spec.devices`` from a member record's claimed ``device_requests`` and ``constraints``
-    (design.md §3a): ``exactly`` requests, ``firstAvailable`` alternatives (the scheduler picks the first that fits,
-    as placement did) and ``matchAttribute`` constraints."""
-    requests = []
-    for req in device_requests:
-        alts = req.get("first_available")
-        if alts is not None:
-            requests.append({"name": req["name"], "firstAvailable": [{"name": a["name"], **_exactly(a)} for a in alts]})
-        else:
-            requests.append({"name": req["name"], "exactly": _exactly(req)})
-    out: dict[str, Any] = {"requests": requests}
-    if constraints:
-        out["constraints"] = [
-            {**({"requests": list(c["requests"])} if c.get("requests") else {}), "matchAttribute": c["match_attribute"]}
-            for c in constraints
-        ]
-    return out
+    (design.md §3a, §12): :func:`dra.claims.to_k8s`, the one spelling of a resolved request."""
+    return claims.to_k8s(device_requests, constraints)
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ description:
   - Reconciles every cluster of O(connections) with the objects rendered for it in O(objects_by_cluster), in three
     steps that each finish on every cluster before the next starts.
   - B(apply) - lists the objects the collection owns (labels C(app.kubernetes.io/managed-by=gpufleet.serving),
-    C(gpufleet.io/component=serving); one list per serving kind), creates missing namespaces (never applied, labelled
+    C(gpufleet.io/component=serving); one list per serving kind) and keeps this fleet's (C(gpufleet.io/fleet), see
+    O(fleet_name)), creates missing namespaces (never applied, labelled
     or pruned), and server-side applies (field manager O(field_manager), conflicts forced) every object that is not
     already current. An object is current when it carries the digest annotation C(gpufleet.io/applied-digest) of the
     same rendering and still holds every value the rendering sets, so an unchanged fleet sends no write and a value
@@ -35,11 +36,25 @@ description:
     of C(2) is the stored C("2"), one of C("0.5") the stored C("500m")).
   - B(wait) - with O(wait), polls each cluster's workloads until their own replica counts equal their desired counts
     (a Deployment's updated, ready and available replicas; a LeaderWorkerSet's ready and updated replicas; an
-    LLMInferenceService's C(Ready) condition), or O(timeout) seconds pass.
+    LLMInferenceService's C(Ready) condition), or O(timeout) seconds pass. A LeaderWorkerSet whose spec was just
+    changed counts as not ready until its controller has written its status since (its status has no
+    C(observedGeneration)).
+  - B(rolling updates) - apply and wait run in waves. An I(update) is a workload that exists and whose C(spec)
+    changes (its pods restart). Of a deployment's updates, at most its C(rollout.max_unavailable) replicas (see
+    O(max_unavailable)) are applied in one wave, across all clusters; everything else (new replicas, Services, claim
+    templates, routes, a change to a workload's labels or annotations only) is applied in the first wave. Replicas
+    that are not Ready before the run go first and use up the first wave's budget. After each wave the task waits
+    (up to O(timeout) each wave) until everything applied so far is ready, then applies the next. A deployment with a
+    workload that does not become ready stops there - its later waves are never applied, so those replicas keep
+    their old template - and is held. Without O(wait), only the first wave is applied; the next run applies the next.
   - B(prune) - deletes owned objects that are no longer rendered for their cluster, except those of held
     deployments. A deployment is held when one of its workloads is not ready, when it has objects on a cluster whose
-    apply failed, or when an object of it is in O(unreadable); its old replicas stay everywhere until a later run, so a
-    drain never deletes an old replica before its replacement is ready.
+    apply failed, when its rolling update stopped or has waves left, or when an object of it is in O(unreadable); its
+    old replicas stay everywhere until a later run, so a drain never deletes an old replica before its replacement is
+    ready.
+  - Another fleet's objects on a shared cluster are never pruned or taken as current. A cluster where an object to
+    apply has the name of another fleet's object, or where an owned object carries no fleet label while
+    C(adopt_unlabelled) is unset, is not changed and is returned in RV(failed_clusters).
   - A cluster that fails (no answer, a refused request, a timeout) never stops the others. It is returned in
     RV(failed_clusters); the task fails at the end when O(fail_on_cluster_error) is true.
 author:
@@ -61,6 +76,22 @@ options:
         taking them in O(objects_by_cluster); only the clusters of O(connections) are reconciled.
       - This is how the C(model_deployment) role applies - the rendered objects never pass through Ansible's
         variables, which saves about half a second a run for a few hundred objects.
+    type: dict
+  fleet_name:
+    description:
+      - The fleet whose objects these are (C(gpufleet_fleet_name)), the value of their C(gpufleet.io/fleet) label.
+        Taken from O(fleet) when that is given; required with O(objects_by_cluster).
+    type: str
+  adopt_unlabelled:
+    description:
+      - With O(objects_by_cluster), what owned objects without a C(gpufleet.io/fleet) label are
+        (C(gpufleet_adopt_unlabelled)) - V(true) this fleet's, V(false) another inventory's (never touched), unset an
+        error for their cluster. Taken from O(fleet) when that is given.
+    type: bool
+  max_unavailable:
+    description:
+      - With O(objects_by_cluster), each deployment's C(rollout.max_unavailable) by name, for the rolling updates (see
+        the description); a deployment not named gets 1. Taken from O(fleet) when that is given.
     type: dict
   field_manager:
     description: The server-side apply field manager.
@@ -146,6 +177,7 @@ EXAMPLES = r"""
   gpufleet.serving.fleet_apply:
     connections: "{{ gpufleet_fleet.connections }}"
     objects_by_cluster: "{{ gpufleet_manifests.objects_by_cluster }}"
+    fleet_name: "{{ gpufleet_fleet.fleet.name }}"
   run_once: true
 """
 
@@ -180,6 +212,27 @@ state_changed:
   description: Whether O(state_file) was written.
   returned: when O(state_file) is set, not in check mode
   type: bool
+rollout:
+  description:
+    - Per deployment with updates (workloads whose spec changed), its rolling update - its waves of replicas
+      (C(<cluster>/<replica>)), those updated, those still on the old template (C(pending), by wave), why it stopped
+      (or null) and a line for the report.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - deployment: chat
+      max_unavailable: 1
+      waves: [[lf-alpha/chat-1a2b3], [lf-beta/chat-4c5d6]]
+      updated: [lf-alpha/chat-1a2b3]
+      pending: [[lf-beta/chat-4c5d6]]
+      stopped: "replica chat-1a2b3 on lf-alpha did not become Ready within 900s (Deployment ml-team/chat-1a2b3-main: 0/1 ready)"
+      line: "chat: rolling update stopped after 1 of 2 replica(s) ..."
+rollout_stopped:
+  description: The report line of each deployment whose rolling update stopped.
+  returned: always
+  type: list
+  elements: str
 pending:
   description: Workloads not ready when the wait ended (every cluster).
   returned: always

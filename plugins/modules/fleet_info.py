@@ -24,6 +24,10 @@ description:
   - Playbooks of this collection run it first, so nothing is written or applied from an invalid fleet.
   - Resolves every deployment's and cache's C(clusters) host pattern with Ansible's own pattern rules
     (V(gpufleet_clusters:&prod:!onprem-a)), restricted to the fleet group.
+  - Requires the fleet's name (O(fleet_name), by default the C(gpufleet_fleet_name) variable), a Kubernetes label
+    value. Every object the collection owns for the fleet carries it as label C(gpufleet.io/fleet); pruning, teardown,
+    the observed replicas and status select by it, so two inventories that share a cluster never touch each other's
+    objects.
 author:
   - gpufleet.serving contributors (@gpufleet)
 options:
@@ -42,6 +46,18 @@ options:
     description: Model caches. Defaults to the C(gpufleet_model_caches) variable.
     type: list
     elements: dict
+  fleet_name:
+    description:
+      - The fleet's name, put on every object the collection owns as label C(gpufleet.io/fleet). Defaults to the
+        C(gpufleet_fleet_name) variable; required (a Kubernetes label value, at most 63 characters).
+    type: str
+  adopt_unlabelled:
+    description:
+      - What to do with owned objects that carry no C(gpufleet.io/fleet) label (rendered or applied before fleet
+        identity). Defaults to the C(gpufleet_adopt_unlabelled) variable.
+      - V(true) - they are this fleet's (adopted, labelled at the next write); V(false) - they belong to another
+        inventory and are never touched; unset - finding one stops the run before anything is changed.
+    type: bool
   check_selectors:
     description: Compile every CEL device selector and report the ones that do not compile.
     type: bool
@@ -128,6 +144,14 @@ fleet:
       type: list
       elements: dict
       sample: [{name: qwen-2-5-0-5b, namespace: ml-team, size: 20Gi, candidate_clusters: [gke-us-central1]}]
+    name:
+      description: The fleet's name (O(fleet_name)), the value of label C(gpufleet.io/fleet).
+      type: str
+      sample: prod
+    adopt_unlabelled:
+      description: O(adopt_unlabelled) (V(null) when unset).
+      type: bool
+      sample: null
 summary:
   description: A human-readable table of clusters, pools, deployments and caches, one line per element.
   returned: success
@@ -139,7 +163,8 @@ summary:
 contract:
   description:
     - The collection's Kubernetes contract as the roles need it, so their YAML spells no label or kind itself.
-    - C(serving_owner_selector) and C(cache_owner_selector) select the objects the collection owns;
+    - C(serving_owner_selector) and C(cache_owner_selector) select the objects the collection owns, of every fleet
+      (C(label_fleet) is the label that tells fleets apart; the plugins and filters select this fleet's);
       C(serving_kinds) are every kind a serving render emits (pruned in apply mode); C(workload_kinds) are the
       backends' workload kinds (their readiness is awaited).
   returned: success

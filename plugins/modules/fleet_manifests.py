@@ -28,6 +28,12 @@ description:
     directory changed after the placement read it.
   - With O(prune), the serving files of cluster directories whose cluster is no longer in the inventory are pruned
     too (C(removed_clusters)). Files there that are not serving objects are kept.
+  - Rolling updates. The render directory is what GitOps serves, so a run writes only the first wave of the workloads
+    whose C(spec) changes - at most each deployment's C(rollout.max_unavailable) replicas - and keeps the files of
+    the others as they are (RV(rollout)); the next run, after a GitOps sync, writes the next wave. Replicas moved away
+    (a drain or a pool change, where a replica is removed while another is created) lose their files at most
+    C(rollout.max_unavailable) at a time, sharing that budget; the others keep their files until the next run. Every
+    other object (new replicas, Services, claim templates, routes) is written at once.
 author:
   - gpufleet.serving contributors (@gpufleet)
 extends_documentation_fragment:
@@ -109,6 +115,29 @@ removed_clusters:
   type: list
   elements: str
   sample: ["gke-old-region"]
+rollout:
+  description:
+    - The rolling updates of this run (see the description) - C(deployments), per deployment with updates, its waves
+      of replicas (C(<cluster>/<replica>)), those written now (C(updated)) and those whose files are kept for the
+      next runs (C(pending), by wave); C(moves_kept) / C(moves_removed), per deployment, the replicas moved away whose
+      files are kept this run / removed.
+  returned: success
+  type: dict
+  sample:
+    deployments:
+      - deployment: chat
+        max_unavailable: 1
+        waves: [[lf-alpha/chat-1a2b3], [lf-beta/chat-4c5d6]]
+        updated: [lf-alpha/chat-1a2b3]
+        pending: [[lf-beta/chat-4c5d6]]
+        stopped: null
+    moves_kept: {}
+    moves_removed: {}
+rollout_lines:
+  description: One report line per deployment with updates or kept moved replicas.
+  returned: success
+  type: list
+  elements: str
 unchanged:
   description: Number of objects whose file already held the same content.
   returned: success

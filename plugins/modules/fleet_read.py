@@ -58,6 +58,9 @@ options:
       - The normalised fleet, as returned in C(fleet) by M(gpufleet.serving.fleet_info). When set, every reachable
         cluster's Nodes, ResourceSlices and ResourceClaims are read too and observed against the cluster's declared
         pools and their classes (RV(capacity)); they are not returned in RV(objects_by_cluster).
+      - A ResourceClaim of the collection counts as this fleet's (not as another workload's) only when the replica
+        it serves (label C(gpufleet.io/replica)) has objects among O(reads) that carry the fleet's
+        C(gpufleet.io/fleet) label, so another fleet's claims on a shared cluster hold their devices.
     type: dict
 attributes:
   check_mode:

@@ -17,6 +17,8 @@ description:
     changes, so re-running with the same objects reports no change.
   - With O(prune), files under C(<path>/<cluster>/) whose object carries every label in O(owner) but is not in
     O(objects) are removed; this is how a dropped replica disappears from the render directory.
+  - With O(fleet), only the files of that fleet's objects (label C(gpufleet.io/fleet)) are pruned, a file holding
+    another fleet's object is never overwritten, and owned files without a fleet label follow O(adopt_unlabelled).
   - Every object is checked and serialised before the first write, so an invalid object changes nothing. New files
     are staged beside their targets and switched in only when all are staged (journaled, so a killed run is rolled
     forward by the next one).
@@ -48,6 +50,18 @@ options:
     description: Remove files of owned objects that are no longer in O(objects).
     type: bool
     default: true
+  fleet:
+    description:
+      - The fleet whose files these are (C(gpufleet_fleet_name)). Only files whose object carries
+        C(gpufleet.io/fleet=<fleet>) count as owned; writing over a file of another fleet's object fails the task
+        before anything is written.
+    type: str
+  adopt_unlabelled:
+    description:
+      - With O(fleet), what an owned file whose object has no C(gpufleet.io/fleet) label is
+        (C(gpufleet_adopt_unlabelled)) - V(true) the fleet's own, V(false) another inventory's (never pruned or
+        overwritten), unset an error before anything is written.
+    type: bool
 attributes:
   check_mode:
     support: full
@@ -67,10 +81,13 @@ EXAMPLES = r"""
   gpufleet.serving.manifest_dir:
     path: "{{ gpufleet_render_dir }}"
     cluster: "{{ inventory_hostname }}"
-    objects: "{{ placement.replicas | gpufleet.serving.serving_manifests(deployment, cluster=inventory_hostname) }}"
+    objects: >-
+      {{ placement.replicas | gpufleet.serving.serving_manifests(deployment, cluster=inventory_hostname,
+                                                                 fleet=gpufleet_fleet_name) }}
     owner:
       app.kubernetes.io/managed-by: gpufleet.serving
       gpufleet.io/deployment: "{{ deployment.name }}"
+    fleet: "{{ gpufleet_fleet_name }}"
 """
 
 RETURN = r"""

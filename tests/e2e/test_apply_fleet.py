@@ -1,13 +1,16 @@
 """Apply mode end to end on a local fleet of three real control planes (scripts/localfleet, tests/e2e/inventory).
 
-The tests run in file order and build on each other, as a user's day does: deploy → re-run changes nothing → scale
-3→5→2 with stickiness → drain a cluster (replacements Ready before the old replicas go) → an API server stopped
+The tests run in file order and build on each other, as a user's day does: deploy → re-run changes nothing → a
+rolling update one replica at a time (and one that stops at a replica that never becomes Ready) → scale 3→5→2 with
+stickiness → drain a cluster (replacements Ready before the old replicas go) → an API server stopped
 before and during a run → caches → status reads the placement back → teardown leaves nothing owned.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import itertools
 import json
 import re
 import subprocess
@@ -25,6 +28,9 @@ sys.path.insert(0, str(REPO / ".venv" / "collections"))
 from ansible_collections.gpufleet.serving.plugins.module_utils.dra_cel import compile_selector
 
 OWNER = "app.kubernetes.io/managed-by=gpufleet.serving"
+#: The test inventory's gpufleet_fleet_name: its objects carry gpufleet.io/fleet=e2e (another fleet may share a cluster).
+FLEET = "e2e"
+MINE = f"{OWNER},gpufleet.io/fleet={FLEET}"
 CHAT_ENGINE = "main"
 
 
@@ -41,7 +47,7 @@ def replicas(fleet: Fleet, deployment: str, skip: str = "") -> dict[tuple[str, i
     for host in fleet.names:
         if host == skip:
             continue
-        for svc in fleet.list(host, "", "v1", "services", f"{OWNER},gpufleet.io/deployment={deployment}"):
+        for svc in fleet.list(host, "", "v1", "services", f"{MINE},gpufleet.io/deployment={deployment}"):
             labels = svc["metadata"]["labels"]
             assert labels["gpufleet.io/cluster"] == host
             out[(host, int(labels["gpufleet.io/replica-index"]))] = labels["gpufleet.io/replica"]
@@ -49,8 +55,8 @@ def replicas(fleet: Fleet, deployment: str, skip: str = "") -> dict[tuple[str, i
 
 
 def workloads(fleet: Fleet, host: str) -> list[dict[str, Any]]:
-    return fleet.list(host, "apps", "v1", "deployments", OWNER) + fleet.list(
-        host, "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", OWNER
+    return fleet.list(host, "apps", "v1", "deployments", MINE) + fleet.list(
+        host, "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", MINE
     )
 
 
@@ -440,6 +446,253 @@ class TestIdempotenceOnRealClusters:
         assert_all_ready(fleet)
 
 
+# --- rolling updates across the fleet (issue 25) -------------------------------------------------------------------
+
+# Four replicas of one model over the three clusters, updated one replica at a time (rollout.max_unavailable: 1).
+ROLL_IMAGE = "vllm/vllm-openai:v0.11.0"
+ROLL = {
+    "name": "roll",
+    "namespace": "chat-team",
+    "replicas": 4,
+    "rollout": {"max_unavailable": 1},
+    "engines": [
+        {
+            "name": "main",
+            "members": [
+                {
+                    "role": "Standalone",
+                    "node_selector": {
+                        "devices": [
+                            {
+                                "name": "gpu",
+                                "selectors": [
+                                    {"cel": 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("16Gi")) >= 0'}
+                                ],
+                            }
+                        ]
+                    },
+                    "template": {"spec": {"containers": [{"name": "engine", "image": ROLL_IMAGE}]}},
+                }
+            ],
+        }
+    ],
+}
+ROLL_SELECTOR = f"{OWNER},gpufleet.io/deployment=roll"
+# More CPU than any node has: a template whose pod the scheduler can never place (the local fleet's kwok makes every
+# scheduled pod Ready, so an unschedulable pod is how a replica that never becomes Ready looks here).
+UNSCHEDULABLE = {"requests": {"cpu": "1000"}}
+
+
+def set_roll_container(fleet: Fleet, **fields: Any) -> None:
+    path = fleet.inventory / "group_vars" / "all" / "deployments.yml"
+    data = yaml.safe_load(path.read_text())
+    dep = next(d for d in data["gpufleet_model_deployments"] if d["name"] == "roll")
+    container = dep["engines"][0]["members"][0]["template"]["spec"]["containers"][0]
+    for key, value in fields.items():
+        if value is None:
+            container.pop(key, None)
+        else:
+            container[key] = value
+    path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
+
+
+def roll_workloads(fleet: Fleet) -> dict[str, dict[str, Any]]:
+    """``<cluster>/<name>`` -> roll's Deployment there."""
+    return {
+        f"{h}/{d['metadata']['name']}": d
+        for h in fleet.names
+        for d in fleet.list(h, "apps", "v1", "deployments", ROLL_SELECTOR)
+    }
+
+
+def roll_ready(fleet: Fleet) -> bool:
+    found = roll_workloads(fleet)
+    return len(found) == 4 and all(
+        d.get("status", {}).get("observedGeneration") == d["metadata"]["generation"]
+        and all(d.get("status", {}).get(k) == 1 for k in ("updatedReplicas", "readyReplicas", "availableReplicas"))
+        for d in found.values()
+    )
+
+
+class Watch:
+    """Every event of roll's Deployments and pods on every cluster, with the time it was received."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.events: list[tuple[float, str, str, str, dict[str, Any]]] = []  # (t, host, kind, type, object)
+        self.stop = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._watch, args=(fleet, h, kind), daemon=True)
+            for h in fleet.names
+            for kind in ("Deployment", "Pod")
+        ]
+
+    def _watch(self, fleet: Fleet, host: str, kind: str) -> None:
+        from kubernetes import client, watch
+
+        api = fleet.api(host)
+        if kind == "Deployment":
+            lister = client.AppsV1Api(api).list_deployment_for_all_namespaces
+        else:
+            lister = client.CoreV1Api(api).list_pod_for_all_namespaces
+        w = watch.Watch()
+        with contextlib.suppress(Exception):  # the watch ends with the test (or a later test's stopped server)
+            for ev in w.stream(lister, label_selector=ROLL_SELECTOR, timeout_seconds=300):
+                obj = api.sanitize_for_serialization(ev["object"])
+                self.events.append((time.monotonic(), host, kind, ev["type"], obj))
+                if self.stop.is_set():
+                    w.stop()
+
+    def __enter__(self) -> Watch:
+        for t in self.threads:
+            t.start()
+        time.sleep(2)  # every watch has listed what exists (its ADDED events) before the run starts
+        self.start = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        time.sleep(1)
+        self.stop.set()
+
+    def update_windows(self, changed: Any) -> list[tuple[float, float, str]]:
+        """Per Deployment whose template ``changed(template)`` says was updated during the run: (when the update
+        was applied, when the Deployment was Ready again on it, ``<cluster>/<name>``), by the time it was applied;
+        Ready again is +inf when it never was."""
+        out = []
+        per: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+        for t, host, kind, _type, obj in self.events:
+            if kind == "Deployment" and t >= self.start:
+                per.setdefault(f"{host}/{obj['metadata']['name']}", []).append((t, obj))
+        for name, seen in per.items():
+            applied = next((t for t, d in seen if changed(d["spec"]["template"])), None)
+            if applied is None:
+                continue
+            ready = next(
+                (
+                    t
+                    for t, d in seen
+                    if t >= applied
+                    and changed(d["spec"]["template"])
+                    and d.get("status", {}).get("observedGeneration") == d["metadata"]["generation"]
+                    and all(
+                        d.get("status", {}).get(k) == 1
+                        for k in ("updatedReplicas", "readyReplicas", "availableReplicas")
+                    )
+                ),
+                float("inf"),
+            )
+            out.append((applied, ready, name))
+        return sorted(out)
+
+    def most_replicas_not_ready(self, replicas: set[str]) -> int:
+        """The most of ``replicas`` (their gpufleet.io/replica) that had no Ready pod at once during the run, replayed
+        from the pod events (a pod being deleted does not count as Ready)."""
+        pods: dict[tuple[str, str], tuple[str, bool]] = {}
+        worst = 0
+        for t, host, kind, type_, obj in self.events:
+            if kind != "Pod":
+                continue
+            key = (host, obj["metadata"]["name"])
+            if type_ == "DELETED":
+                pods.pop(key, None)
+            else:
+                ready = not obj["metadata"].get("deletionTimestamp") and any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in obj.get("status", {}).get("conditions") or []
+                )
+                pods[key] = (obj["metadata"]["labels"]["gpufleet.io/replica"], ready)
+            if t >= self.start:
+                serving = {replica for replica, ok in pods.values() if ok}
+                worst = max(worst, len(replicas - serving))
+        return worst
+
+
+def uids(fleet: Fleet) -> dict[str, str]:
+    return {
+        f"{h}/{plural}/{o['metadata']['name']}": o["metadata"]["uid"]
+        for h in fleet.names
+        for group, version, plural in (("", "v1", "services"), ("apps", "v1", "deployments"))
+        for o in fleet.list(h, group, version, plural, ROLL_SELECTOR)
+    }
+
+
+@pytest.fixture(scope="class")
+def roll(fleet: Fleet) -> Any:
+    """The fleet with ROLL deployed (4 replicas, Ready); afterwards ROLL leaves the inventory and is pruned."""
+    path = fleet.inventory / "group_vars" / "all" / "deployments.yml"
+    original = path.read_text()
+    data = yaml.safe_load(original)
+    data["gpufleet_model_deployments"].append(ROLL)
+    path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
+    try:
+        fleet.playbook("deploy.yml")
+        wait_for("roll to be Ready", lambda: roll_ready(fleet))
+        yield replicas(fleet, "roll")
+    finally:
+        path.write_text(original)
+        fleet.playbook("deploy.yml")
+        wait_for(
+            "roll's pods to go", lambda: not any(fleet.list(h, "", "v1", "pods", ROLL_SELECTOR) for h in fleet.names)
+        )
+
+
+@pytest.mark.usefixtures("roll")
+class TestRollingUpdate:
+    def test_an_image_bump_updates_one_replica_at_a_time(self, fleet: Fleet, roll: dict[tuple[str, int], str]) -> None:
+        assert len(roll) == 4 and len({c for c, _i in roll}) == 3  # spread over every cluster
+        new_image = "vllm/vllm-openai:v0.11.1"
+        set_roll_container(fleet, image=new_image)
+        with Watch(fleet) as watch:
+            proc = fleet.playbook("deploy.yml")
+        windows = watch.update_windows(lambda tpl: tpl["spec"]["containers"][0]["image"] == new_image)
+        assert len(windows) == 4, (windows, proc.stdout[-3000:])
+        # Each replica's update starts only after the previous replica is Ready again on the new image.
+        for (_a1, ready1, name1), (applied2, _r2, name2) in itertools.pairwise(windows):
+            assert ready1 < applied2, f"{name2} was updated before {name1} was Ready again: {windows}"
+        # Replayed from the pods: never more than one of the four replicas without a Ready pod.
+        assert watch.most_replicas_not_ready(set(roll.values())) == 1
+        assert roll_ready(fleet)
+        assert replicas(fleet, "roll") == roll  # nobody moved
+        assert "roll: rolling update of 4 replica(s) in 4 wave(s) (max_unavailable 1)" in proc.stdout
+
+    def test_a_replica_that_never_becomes_ready_stops_the_rollout(
+        self, fleet: Fleet, roll: dict[tuple[str, int], str]
+    ) -> None:
+        before = roll_workloads(fleet)
+        images = {n: d["spec"]["template"]["spec"]["containers"][0]["image"] for n, d in before.items()}
+        objects = uids(fleet)
+        set_roll_container(fleet, resources=UNSCHEDULABLE)
+        with Watch(fleet) as watch:
+            proc = fleet.playbook("deploy.yml", "-e", "model_deployment_wait_timeout=20", check=False)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, out[-4000:]
+        stopped = re.search(
+            r"roll: rolling update stopped after 1 of 4 replica\(s\) \(max_unavailable 1\): replica (\S+) on (\S+) did not become Ready within 20s",
+            out,
+        )
+        assert stopped, out[-4000:]
+        assert "3 replica(s) keep the old template" in out and "nothing of roll was pruned" in out
+        after = roll_workloads(fleet)
+
+        def cpu(d: dict[str, Any]) -> Any:
+            return d["spec"]["template"]["spec"]["containers"][0].get("resources", {}).get("requests", {}).get("cpu")
+
+        bad = sorted(n for n, d in after.items() if cpu(d) in ("1000", "1k"))  # stored as 1k
+        assert len(bad) == 1 and bad[0].split("/")[0] == stopped.group(2), (bad, stopped.group(0))
+        assert bad[0].split("/")[1].startswith(stopped.group(1))
+        for name, d in after.items():
+            if name not in bad:  # never applied: the old template, the same generation
+                assert d["metadata"]["generation"] == before[name]["metadata"]["generation"], name
+                assert d["spec"]["template"]["spec"]["containers"][0]["image"] == images[name]
+        assert uids(fleet) == objects  # nothing of roll was pruned or recreated
+        assert watch.most_replicas_not_ready(set(roll.values())) == 1
+        # Fixing the template rolls the stuck replica back first (it is not serving: no budget needed); the rest is
+        # current again.
+        set_roll_container(fleet, resources=None)
+        fleet.playbook("deploy.yml")
+        wait_for("roll to be Ready", lambda: roll_ready(fleet))
+        assert replicas(fleet, "roll") == roll
+
+
 # --- observed capacity and drift (design.md §11) -------------------------------------------------------------------
 
 PROBE = {
@@ -473,16 +726,22 @@ PROBE = {
 def probe_status(fleet: Fleet, capacity: str) -> tuple[int, list[str], str]:
     """status.yml (reads and places, applies nothing) with the probe deployment: (probe replicas scheduled, drift
     lines, output)."""
-    out = fleet.playbook("status.yml", "-e", f"gpufleet_capacity={capacity}").stdout
-    row = re.search(r'"probe\s+30\s+(\d+)\s', out)
-    assert row, out[-4000:]
-    # The report's drift section: its header, the lines, then the summary line that ends the report.
-    block = re.search(r"Show the placement\].*?\n(ok: .*?)\n\n", out, re.S)
-    assert block, out[-4000:]
-    lines = re.findall(r'^\s+"(.*)",?$', block.group(1), re.M)
+    report = fleet.work / f"report-{capacity}.json"
+    out = fleet.playbook(
+        "status.yml",
+        "-e",
+        f"gpufleet_capacity={capacity}",
+        "-e",
+        f"gpufleet_report_file={report}",
+        "-e",
+        f"gpufleet_fleet_html={fleet.work / f'fleet-{capacity}.html'}",
+    ).stdout
+    # The machine-readable report (gpufleet_report_file): the probe's replicas and the drift lines.
+    data = json.loads(report.read_text())
+    assert data["deployments"]["probe"]["desired"] == 30, out[-4000:]
     header = "Drift between the declared fleet and what the clusters have:"
-    drift = lines[lines.index(header) + 1 : -1] if header in lines else []
-    return int(row.group(1)), drift, out
+    assert (header in data["lines"]) == bool(data["drift"]), data["lines"]
+    return int(data["deployments"]["probe"]["scheduled"]), list(data["drift"]), out
 
 
 def free_gpu_nodes(fleet: Fleet, host: str) -> list[str]:
@@ -595,6 +854,24 @@ def test_observed_capacity_places_around_faults_and_reports_drift(fleet: Fleet) 
             assert any(needle in line for line in drift), (needle, drift)
         # the explain lines name the observed cause next to the pool that lacks capacity
         assert "observed: 1 of 2 nodes cordoned" in out
+        # the report (and the fleet picture) draw each fault on its node: what observed capacity read
+        report = json.loads((fleet.work / "report-observed.json").read_text())
+        assert report["source"] == "clusters" and report["capacity"] == "observed"
+        nodes = {(c["cluster"], n["node"]): n for c in report["clusters"] for p in c["pools"] for n in p["nodes"]}
+        assert nodes[(beta, cordoned)]["state"] == "unavailable" and "cordoned" in nodes[(beta, cordoned)]["causes"]
+        assert nodes[(alpha, sliced)]["state"] == "drifted"
+        assert nodes[(gamma, tainted)]["state"] == "tainted"
+        foreign = [
+            d["name"]
+            for (cluster, _node), n in nodes.items()
+            if cluster == host
+            for d in n.get("devices") or []
+            if d["state"] == "foreign"
+        ]
+        assert len(foreign) == 5, foreign
+        page = (fleet.work / "fleet-observed.html").read_text()
+        for state in ("unavailable", "drifted", "tainted", "foreign"):
+            assert f'data-state="{state}"' in page, state
 
         # remove every fault: the drift report is empty again and observed capacity equals declared
         fleet.core(beta).patch_node(cordoned, {"spec": {"unschedulable": False}})
@@ -778,6 +1055,239 @@ def test_api_server_lost_mid_run_is_reported(fleet: Fleet) -> None:
         fleet.localfleet("start", victim)
     fleet.playbook("deploy.yml")
     assert len(replicas(fleet, "chat")) == 4
+    assert_all_ready(fleet)
+
+
+# --- two fleets on one cluster (issue 25: fleet identity) ------------------------------------------------------------
+
+OTHER = "e2e-other"
+SERVING_KINDS = (
+    ("", "v1", "services"),
+    ("apps", "v1", "deployments"),
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+    ("resource.k8s.io", "v1", "resourceclaimtemplates"),
+)
+
+
+def fleet_objects(fleet: Fleet, name: str) -> dict[tuple[str, str, str, str], tuple[Any, ...]]:
+    """Every serving object of fleet ``name`` on every cluster: identity -> what a write or a recreate changes."""
+    out = {}
+    for host in fleet.names:
+        for group, version, plural in SERVING_KINDS:
+            for o in fleet.list(host, group, version, plural, f"{OWNER},gpufleet.io/fleet={name}"):
+                meta = o["metadata"]
+                out[(host, plural, meta["namespace"], meta["name"])] = (
+                    meta["uid"],
+                    meta.get("generation"),
+                    json.dumps(meta.get("labels"), sort_keys=True),
+                    json.dumps(meta.get("annotations"), sort_keys=True),
+                )
+    return out
+
+
+def other_inventory(fleet: Fleet, host: str, deployments: list[dict[str, Any]]) -> Path:
+    """A second inventory (fleet OTHER) whose one cluster is ``host``, under another inventory name."""
+    inv = fleet.work / "other-inventory"
+    (inv / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
+    (inv / "host_vars").mkdir(exist_ok=True)
+    alias = f"shared-{host}"
+    (inv / "hosts.yml").write_text(
+        yaml.safe_dump({"all": {"children": {"gpufleet_clusters": {"hosts": {alias: None}}}}})
+    )
+    ours = fleet.inventory
+    host_vars = yaml.safe_load((ours / "host_vars" / f"{host}.yml").read_text())
+    host_vars.update(gpufleet_kubeconfig=str(fleet.state / "kubeconfigs" / host), gpufleet_context=host)
+    (inv / "host_vars" / f"{alias}.yml").write_text(yaml.safe_dump(host_vars))
+    for name in ("inference_classes.yml",):
+        (inv / "group_vars" / "all" / name).write_text((ours / "group_vars" / "all" / name).read_text())
+    (inv / "group_vars" / "gpufleet_clusters").mkdir(exist_ok=True)
+    for path in (ours / "group_vars" / "gpufleet_clusters").glob("*.yml"):
+        (inv / "group_vars" / "gpufleet_clusters" / path.name).write_text(path.read_text())
+    fleet_vars = {
+        "gpufleet_fleet_name": OTHER,
+        "gpufleet_mode": "apply",
+        "gpufleet_capacity": "observed",  # the other fleet's GPUs in use are read from the cluster
+        "gpufleet_model_deployments": deployments,
+        "gpufleet_model_caches": [],
+    }
+    (inv / "group_vars" / "all" / "fleet.yml").write_text("---\n" + yaml.safe_dump(fleet_vars, sort_keys=False))
+    return inv
+
+
+def other_playbook(fleet: Fleet, inv: Path, playbook: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        str(inv),
+        str(REPO / "playbooks" / playbook),
+        "-e",
+        f"gpufleet_state_file={fleet.work / 'other-state.json'}",
+        "-e",
+        f"gpufleet_render_dir={fleet.work / 'other-rendered'}",
+        "-e",
+        "model_deployment_wait_timeout=120",
+        "-e",
+        "model_deployment_poll_interval=1",
+        *extra,
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=fleet.env(), cwd=REPO, check=False)
+    (fleet.work / "last-run.log").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, f"{playbook} ({OTHER}) failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def test_two_fleets_share_a_cluster_and_never_touch_each_other(fleet: Fleet) -> None:
+    """Issue 25: two inventories that share a cluster deleted each other's workloads (the owner selector carried no
+    fleet). The other fleet deploys a deployment of the same name in the same namespace on one of our clusters, then
+    drops one and tears down: our objects are never re-applied, recreated or deleted, and ours never touch theirs."""
+    chat_replicas = len(replicas(fleet, "chat"))
+    fleet.set_deployment("chat", replicas=3)
+    fleet.playbook("deploy.yml")
+    single = ("l4", "a10g")  # one GPU per node: free nodes there are what the other fleet's replicas need
+    free = {h: [n for n in free_gpu_nodes(fleet, h) if n.startswith(single)] for h in fleet.names}
+    host = max(fleet.names, key=lambda h: len(free[h]))
+    assert len(free[host]) >= 2, free
+    deployments = yaml.safe_load((fleet.inventory / "group_vars" / "all" / "deployments.yml").read_text())
+    chat = next(d for d in deployments["gpufleet_model_deployments"] if d["name"] == "chat")
+    theirs = [
+        {**copy.deepcopy(chat), "replicas": 1, "clusters": "gpufleet_clusters"},  # same name, same namespace
+        {**copy.deepcopy(chat), "name": "side", "replicas": 1, "clusters": "gpufleet_clusters"},
+    ]
+    inv = other_inventory(fleet, host, theirs)
+    ours = fleet_objects(fleet, FLEET)
+    assert ours
+    # Our replicas' claims on the shared cluster: the other fleet must count their devices as another workload's.
+    our_replicas = {
+        s["metadata"]["labels"]["gpufleet.io/replica"] for s in fleet.list(host, "", "v1", "services", MINE)
+    }
+    our_claims = [
+        f"{c['metadata']['namespace']}/{c['metadata']['name']}"
+        for c in fleet.list(host, "resource.k8s.io", "v1", "resourceclaims")
+        if (c["metadata"].get("labels") or {}).get("gpufleet.io/replica") in our_replicas
+    ]
+    assert our_claims, our_replicas  # chat's 3 replicas spread over the 3 clusters
+    their_replicas: set[str] = set()
+    try:
+        # 1. The other fleet deploys on the shared cluster; its observed capacity counts our claims as another
+        #    workload's, so its replicas land on free nodes and become Ready.
+        out = other_playbook(fleet, inv, "deploy.yml").stdout
+        for name in our_claims:
+            assert f"held by claim {name} of another workload" in out, (name, out[-4000:])
+        other = fleet_objects(fleet, OTHER)
+        assert {(k[0], k[1]) for k in other} == {
+            (host, "services"),
+            (host, "deployments"),
+            (host, "resourceclaimtemplates"),
+        }, other
+        assert len([k for k in other if k[1] == "deployments"]) == 2
+        their_replicas = {
+            s["metadata"]["labels"]["gpufleet.io/replica"]
+            for s in fleet.list(host, "", "v1", "services", f"{OWNER},gpufleet.io/fleet={OTHER}")
+        }
+        assert len(their_replicas) == 2 and not their_replicas & set(replicas(fleet, "chat").values())
+        for w in fleet.list(host, "apps", "v1", "deployments", f"{OWNER},gpufleet.io/fleet={OTHER}"):
+            wait_for(
+                f"{OTHER}'s {w['metadata']['name']} to be ready",
+                lambda w=w: (
+                    fleet.apps(host)
+                    .read_namespaced_deployment(w["metadata"]["name"], "chat-team")
+                    .status.ready_replicas
+                    == 1
+                ),
+                timeout=120,
+            )
+        assert fleet_objects(fleet, FLEET) == ours  # nothing of ours was applied, recreated or deleted
+
+        # 2. Our deploy and status see only our replicas; their objects are left as they are.
+        counts = recap(fleet.playbook("deploy.yml").stdout)
+        assert counts[fleet.names[0]]["changed"] == 0, counts
+        assert fleet_objects(fleet, OTHER) == other
+        assert fleet_objects(fleet, FLEET) == ours
+        assert "The fleet is placed as its deployments ask." in fleet.playbook("status.yml").stdout
+
+        # 3. The other fleet drops a deployment: its prune removes only that deployment's objects.
+        inv = other_inventory(fleet, host, theirs[:1])
+        other_playbook(fleet, inv, "deploy.yml")
+        left = fleet_objects(fleet, OTHER)
+        assert left and {k for k in other if not k[3].startswith("side-")} == set(left), (sorted(other), left)
+        assert fleet_objects(fleet, FLEET) == ours
+
+        # 4. The other fleet tears down: all of its objects go, none of ours.
+        other_playbook(fleet, inv, "teardown.yml", "-e", "teardown_confirm=true")
+        assert fleet_objects(fleet, OTHER) == {}
+        assert fleet_objects(fleet, FLEET) == ours
+        assert_all_ready(fleet)
+    finally:
+        if fleet_objects(fleet, OTHER):
+            subprocess.run(
+                [
+                    str(Path(sys.executable).parent / "ansible-playbook"),
+                    "-i",
+                    str(inv),
+                    str(REPO / "playbooks" / "teardown.yml"),
+                    "-e",
+                    "teardown_confirm=true",
+                ],
+                env=fleet.env(),
+                cwd=REPO,
+                check=False,
+                capture_output=True,
+            )
+    # Their claims are released before the next tests count capacity.
+    wait_for(
+        f"{OTHER}'s claims to be gone",
+        lambda: (
+            not [
+                c
+                for c in fleet.list(host, "resource.k8s.io", "v1", "resourceclaims")
+                if (c["metadata"].get("labels") or {}).get("gpufleet.io/replica") in their_replicas
+            ]
+        ),
+        timeout=90,
+    )
+    fleet.set_deployment("chat", replicas=chat_replicas)
+    fleet.playbook("deploy.yml")
+    assert len(replicas(fleet, "chat")) == chat_replicas
+    assert_all_ready(fleet)
+
+
+def test_objects_without_a_fleet_label_are_adopted_only_when_told(fleet: Fleet) -> None:
+    """Objects applied before fleet identity have no gpufleet.io/fleet label: a run stops before changing anything
+    until gpufleet_adopt_unlabelled says whose they are; adopting them labels their metadata only, so no pod restarts."""
+    fleet.playbook("deploy.yml")
+    kinds = "services,deployments.apps,leaderworkersets.leaderworkerset.x-k8s.io,resourceclaimtemplates.resource.k8s.io"
+    pods = {h: {p["metadata"]["uid"] for p in fleet.list(h, "", "v1", "pods", OWNER)} for h in fleet.names}
+
+    def specs() -> dict[tuple[str, str], tuple[str, str]]:
+        # A custom resource's generation also moves with its labels: the spec itself is what must not change.
+        return {
+            (h, w["metadata"]["name"]): (w["metadata"]["uid"], json.dumps(w["spec"], sort_keys=True))
+            for h in fleet.names
+            for w in fleet.list(h, "apps", "v1", "deployments", OWNER)
+            + fleet.list(h, "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", OWNER)
+        }
+
+    before = specs()
+    labelled = fleet_objects(fleet, FLEET)
+    assert labelled and before
+    for host in fleet.names:  # as a release before fleet identity left them
+        fleet.kubectl(host, "label", kinds, "-A", "-l", MINE, "gpufleet.io/fleet-")
+    assert fleet_objects(fleet, FLEET) == {}
+
+    proc = fleet.playbook("deploy.yml", check=False)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "carry gpufleet.serving's owner labels but no gpufleet.io/fleet label" in out, out[-4000:]
+    assert f"gpufleet_adopt_unlabelled: true if they are this fleet's ({FLEET})" in out, out[-4000:]
+    assert fleet_objects(fleet, FLEET) == {}  # nothing was applied or pruned
+
+    fleet.playbook("deploy.yml", "-e", "gpufleet_adopt_unlabelled=true")
+    assert set(fleet_objects(fleet, FLEET)) == set(labelled)  # the same objects, labelled again
+    assert {k: v[0] for k, v in fleet_objects(fleet, FLEET).items()} == {k: v[0] for k, v in labelled.items()}
+    assert specs() == before  # metadata only: no workload's spec changed
+    assert {h: {p["metadata"]["uid"] for p in fleet.list(h, "", "v1", "pods", OWNER)} for h in fleet.names} == pods
+    counts = recap(fleet.playbook("deploy.yml").stdout)  # adopted: the setting is no longer needed
+    assert counts[fleet.names[0]]["changed"] == 0, counts
     assert_all_ready(fleet)
 
 

@@ -8,6 +8,11 @@ The module brings up its own local fleet of one cluster (scripts/localfleet) who
 per pair, so every pair owns a node: its claim and its pod (pinned to that node) cannot interfere with another
 pair's. All claims and pods are created at once and polled (tests/lib/dra_oracle.py).
 
+Several pods per node (design.md §12, issue 24): each packing scenario (``dra_pairs.packings``) owns a node too, and
+sends it steps of identical pods, a step once the previous one is decided; placement's "this pool can take N more
+members" (a deployment of as many replicas as the step has pods, placed against the earlier steps' replicas) must
+equal how many of the step's pods kube-scheduler binds.
+
 Set GPUFLEET_DRA_DIFF_STATE to the state directory of a fleet already brought up from the generated inventory
 (``python tests/lib/dra_pairs.py DIR`` writes it; then ``scripts/localfleet up DIR/hosts.yml STATE``) to reuse it.
 GPUFLEET_DRA_DIFF_SEED changes the seed (default 12).
@@ -56,8 +61,15 @@ def generated() -> tuple[dict[str, dict[str, Any]], list[dra_pairs.Pair]]:
 
 
 @pytest.fixture(scope="module")
+def packs(generated: tuple[dict[str, dict[str, Any]], list[dra_pairs.Pair]]) -> list[dra_pairs.Packing]:
+    return dra_pairs.packings(generated[0], SEED)
+
+
+@pytest.fixture(scope="module")
 def dra_fleet(
-    tmp_path_factory: pytest.TempPathFactory, generated: tuple[dict[str, Any], list[dra_pairs.Pair]]
+    tmp_path_factory: pytest.TempPathFactory,
+    generated: tuple[dict[str, Any], list[dra_pairs.Pair]],
+    packs: list[dra_pairs.Packing],
 ) -> Iterator[Path]:
     """The state directory of a running one-cluster fleet with a node per pair."""
     reuse = os.environ.get("GPUFLEET_DRA_DIFF_STATE")
@@ -67,7 +79,7 @@ def dra_fleet(
         yield state
         return
     work = tmp_path_factory.mktemp("dra-diff")
-    inventory = dra_pairs.write_inventory(work / "inventory", *generated)
+    inventory = dra_pairs.write_inventory(work / "inventory", *generated, packs)
     state = work / "fleet"
     subprocess.run([sys.executable, str(LOCALFLEET), "up", str(inventory), str(state)], check=True)
     try:
@@ -203,3 +215,92 @@ def test_placement_agrees_with_kube_scheduler(
     assert not refused, f"the API server refused the claims of {refused}: {oracle_verdicts[refused[0]].rejected}"
     # Both verdicts must be well represented, or the test proves little.
     assert n * 0.25 <= fit <= n * 0.75, f"unbalanced pairs: {fit} of {n} fit"
+
+
+# Packing scenarios placement does not model, by id, with why: run and reported; a disagreement is listed as known, an
+# agreement fails (strict), so an entry goes as soon as placement catches up.
+KNOWN_PACKING_DIVERGENCES: dict[str, str] = {
+    "k008": "a claim that stops at a CEL runtime error on a free node is not matched to the class, so placement does not "
+    "see that it fits beside a claim holding the devices the selector errors on (kube-scheduler skips devices in use "
+    "before evaluating selectors on them)",
+}
+
+
+def test_packing_agrees_with_kube_scheduler(
+    dra_fleet: Path,
+    generated: tuple[dict[str, Any], list[dra_pairs.Pair]],
+    packs: list[dra_pairs.Packing],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    classes = {**generated[0], **dra_pairs.packing_classes()}
+    t0 = time.monotonic()
+    answers = {p.id: dra_pairs.packing_placement(p, classes, place, KUBERNETES_VERSION) for p in packs}
+    t_place = time.monotonic() - t0
+
+    oracle = Oracle(str(dra_fleet / "kubeconfigs" / dra_pairs.CLUSTER), namespace="dra-pack")
+    bound: dict[tuple[str, int], int] = {}
+    devices: dict[tuple[str, int], list[str]] = {}
+    steps = max(len(p.steps) for p in packs)
+    t1 = time.monotonic()
+    for k in range(steps):
+        cases = []
+        for p in packs:
+            if k >= len(p.steps):
+                continue
+            node_selector, attempts = p.steps[k]
+            member = answers[p.id][k][1]
+            requests, constraints = dra_pairs.record_requests(node_selector)
+            if member is not None:
+                requests, constraints = member["device_requests"], member.get("constraints", constraints)
+            spec = render.claim_devices(requests, constraints)
+            cases += [Case(f"{p.id}-s{k}-{j}", p.node, spec) for j in range(attempts)]
+        verdicts = oracle.run(cases, clear=k == 0)
+        for case in cases:
+            pid, step = case.name.split("-")[0], k
+            v = verdicts[case.name]
+            bound[(pid, step)] = bound.get((pid, step), 0) + v.allocated
+            devices.setdefault((pid, step), []).extend(d.rsplit("/", 1)[1] for d in v.devices)
+            assert not v.rejected, f"the API server refused {case.name}: {v.rejected}"
+            assert not v.timeout, f"kube-scheduler's allocator timed out on {case.name}: make it smaller"
+    t_oracle = time.monotonic() - t1
+
+    disagreements, known, fixed = [], [], []
+    n_steps = agree_steps = 0
+    for p in packs:
+        ours = [n for n, _m, _w in answers[p.id]]
+        theirs = [bound[(p.id, k)] for k in range(len(p.steps))]
+        n_steps += len(ours)
+        agree_steps += sum(a == b for a, b in zip(ours, theirs, strict=True))
+        why = KNOWN_PACKING_DIVERGENCES.get(p.id)
+        if ours == theirs:
+            if why is not None:
+                fixed.append(p.id)
+            continue
+        if why is not None:
+            known.append(f"{p.id}: {why}")
+            continue
+        disagreements.append(
+            f"--- {p.id} class {p.class_name} [{', '.join(p.features)}]\n"
+            f"    placement per step: {ours} ({'; '.join(w for _n, _m, w in answers[p.id] if w)})\n"
+            f"    kube-scheduler per step: {theirs} "
+            f"({'; '.join(str(devices[(p.id, k)]) for k in range(len(p.steps)))})\n"
+            f"    steps: {json.dumps(p.steps)}\n"
+            f"    class devices: {json.dumps(classes[p.class_name]['devices'])}"
+        )
+    pods = sum(a for p in packs for _ns, a in p.steps)
+    placed = sum(bound.values())
+    agreement = 100.0 * (len(packs) - len(disagreements) - len(known)) / len(packs)
+    with capsys.disabled():
+        print(
+            f"\npacking scenarios={len(packs)} steps={n_steps} (agree {agree_steps}) pods={pods} bound={placed} "
+            f"agreement={agreement:.1f}% disagreements={len(disagreements)} known={len(known)} "
+            f"(placement {t_place:.1f}s, kube-scheduler {t_oracle:.1f}s)"
+        )
+        if known:
+            print(f"known packing divergences ({len(known)}): " + "; ".join(known))
+    for d in disagreements:
+        print(d)
+    assert not disagreements, f"{len(disagreements)} of {len(packs)} packing scenarios disagree (see above)"
+    assert not fixed, f"these scenarios now agree: remove their KNOWN_PACKING_DIVERGENCES entry: {fixed}"
+    # Several pods per node, really: most scenarios bind more than one pod on their node.
+    assert sum(1 for p in packs if sum(bound[(p.id, k)] for k in range(len(p.steps))) > 1) >= len(packs) // 2

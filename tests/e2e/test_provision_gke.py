@@ -206,12 +206,15 @@ def test_label_change_uses_update_node_pool_with_the_recorded_version(api, work)
 def test_an_immutable_change_fails_naming_the_field(api, work):
     path = work / "inventory" / "group_vars" / "all" / "classes.yml"
     data = yaml.safe_load(path.read_text())
-    data["gpufleet_inference_classes"]["l4-1x"]["provisioning"]["gke"]["accelerator"]["count"] = 2
+    gke = data["gpufleet_inference_classes"]["l4-1x"]["provisioning"]["gke"]
+    # Two L4s per node: g2-standard-24 (validation refuses a count its machine type does not come with).
+    gke["machine_type"], gke["accelerator"]["count"] = "g2-standard-24", 2
     path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
     out = run(api, work, "provision.yml", ok=False)
-    assert "node pool l4 of cluster gke-local cannot be changed in place (config.accelerators" in out
+    assert "node pool l4 of cluster gke-local cannot be changed in place (config.machineType" in out
+    assert "config.accelerators: recorded [('nvidia-l4', '1'" in out
     assert api.mutations() == []
-    data["gpufleet_inference_classes"]["l4-1x"]["provisioning"]["gke"]["accelerator"]["count"] = 1
+    gke["machine_type"], gke["accelerator"]["count"] = "g2-standard-8", 1
     path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
 
 

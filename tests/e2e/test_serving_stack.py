@@ -110,7 +110,7 @@ def test_install_applies_the_stack_and_the_check_passes(stack: StackFleet) -> No
         assert f"check {host}: OK" in proc.stdout
         releases = stack.helm_releases(host)
         # LWS is already installed by the local fleet (CRD + controller, no Helm release): skipped, never fought.
-        want = {"node-feature-discovery", "nvidia-dra-driver-gpu", "kserve-llmisvc-crd", "kserve-llmisvc"}
+        want = {"node-feature-discovery", "nvidia-dra-driver-gpu", "dranet", "kserve-llmisvc-crd", "kserve-llmisvc"}
         assert want <= set(releases), releases
         assert "lws" not in releases
         assert all(r["status"] == "deployed" for r in releases.values())
@@ -182,6 +182,13 @@ def test_install_applies_the_stack_and_the_check_passes(stack: StackFleet) -> No
     assert "WARNING class h100-8x (pool h100x8) has claim: DRA devices of driver rdma.example.com, but no " \
         "component of the serving stack installs it and a gke cluster has no preflight" in proc.stdout  # fmt: skip
     assert proc.stdout.count("WARNING class h100-8x") == 1
+    # Fabric (issue 29): DraNet, chosen because h100-8x has dra.net devices, runs on that pool's node only.
+    for host in stack.names:
+        assert stack.helm_releases(host)["dranet"]["status"] == "deployed"
+        dranet = stack.apps(host).read_namespaced_daemon_set("dranet", "dranet")
+        assert dranet.status.desired_number_scheduled == dranet.status.number_ready == 1, host
+        term = dranet.spec.template.spec.affinity.node_affinity.required_during_scheduling_ignored_during_execution
+        assert term.node_selector_terms[0].match_expressions[0].values == ["h100x8"]
     # Only ss-onprem asked for the Gateway.
     assert "eg" in stack.helm_releases("ss-onprem") and "eg" not in stack.helm_releases("ss-gke")
     gateway = stack.get("ss-onprem", "gateway.networking.k8s.io", "v1", "gateways", "gpufleet", "gpufleet-gateway")

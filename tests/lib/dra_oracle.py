@@ -91,6 +91,10 @@ def _pod(case: Case, namespace: str) -> dict[str, Any]:
 
 
 def _decided(pod: dict[str, Any], claim: dict[str, Any] | None) -> Verdict | None:
+    if not pod or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        # Deleted after it was created: evicted (kube-controller-manager's device taint eviction controller deletes a
+        # pod whose claim was allocated a device with a NoExecute taint it does not tolerate with effect NoExecute).
+        return Verdict(False, reason="Evicted", message="the pod was deleted after it was scheduled (evicted)")
     node = (pod.get("spec") or {}).get("nodeName") or ""
     allocation = ((claim or {}).get("status") or {}).get("allocation")
     if node and allocation:
@@ -121,7 +125,7 @@ class Oracle:
         self.timings: dict[str, float] = {}  # seconds since run() began: nodes, clear, create, decided, settled
 
     # -- plumbing ---------------------------------------------------------------------------------------------------
-    def _ensure_namespace(self) -> None:
+    def _ensure_namespace(self, clear: bool = True) -> None:
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -143,7 +147,8 @@ class Oracle:
 
         try:
             self.core.read_namespace(self.namespace)
-            self._clear()
+            if clear:
+                self._clear()
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -232,12 +237,14 @@ class Oracle:
 
     # -- the run ------------------------------------------------------------------------------------------------------
     def run(
-        self, cases: list[Case], timeout: float = 300, settle: float = 5, interval: float = 2
+        self, cases: list[Case], timeout: float = 300, settle: float = 5, interval: float = 2, *, clear: bool = True
     ) -> dict[str, Verdict]:
+        """Create every case at once and wait until each pod is decided. ``clear=False`` keeps the pods and claims
+        of an earlier run in the namespace (a later step of pods on the same nodes: what they hold stays held)."""
         t0 = time.monotonic()
         self.wait_nodes({c.node for c in cases})
         self.timings = {"nodes": time.monotonic() - t0}
-        self._ensure_namespace()
+        self._ensure_namespace(clear)
         self.timings["clear"] = time.monotonic() - t0
         verdicts: dict[str, Verdict] = {}
         with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:

@@ -591,6 +591,283 @@ def generate(seed: int = 12, repeat: int = 1) -> tuple[dict[str, dict[str, Any]]
 
 
 # --------------------------------------------------------------------------------------------------------------------
+# Several pods per node (design.md §12, issue 24): steps of identical pods on one node, one step after the other
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Packing:
+    """One node of a class and steps of pods for it: step ``k`` is ``attempts`` pods of one member's claim, created
+    once every pod of step ``k - 1`` is decided. Placement's answer per step (replicas of a deployment placed against
+    the earlier steps' replicas on a one-node pool) must equal how many of the step's pods kube-scheduler binds."""
+
+    id: str
+    class_name: str
+    steps: list[tuple[dict[str, Any], int]]
+    features: list[str] = field(default_factory=list)
+
+    @property
+    def pool(self) -> str:
+        return self.id
+
+    @property
+    def node(self) -> str:
+        return f"{self.id}-0"
+
+
+XID = {"key": f"{GPU}/xid", "value": "79", "effect": "NoSchedule"}
+ECC = {"key": f"{GPU}/ecc", "effect": "NoExecute"}
+INFO = {"key": f"{GPU}/info", "value": "hot", "effect": "None"}
+
+
+def packing_classes() -> dict[str, dict[str, Any]]:
+    """Classes of the packing scenarios beyond the pairs' (design.md §12): device taints, a GPU shared by memory
+    (consumable capacity), and MIG profiles on shared counters (partitionable devices)."""
+    tainted = gpu_entry("gpu", "H100", 4, [{"taints": [XID]}, {"taints": [ECC]}, {"taints": [INFO]}, {}])
+    shared = gpu_entry("gpu", "H100", 2, [{"attributes": {"uuid": _s(f"GPU-{k}")}} for k in range(2)])
+    shared["allow_multiple_allocations"] = True
+    shared["capacity"] = {
+        "memory": {
+            "value": "80Gi",
+            "request_policy": {"default": "10Gi", "valid_range": {"min": "10Gi", "step": "10Gi"}},
+        }
+    }
+
+    def profile(name: str, count: int, per_gpu: int, memory: str, sms: str) -> dict[str, Any]:
+        entry = gpu_entry(name, "H100", count)
+        entry["attributes"]["profile"] = _s(name)
+        entry["consumes_counters"] = [
+            {
+                "counter_set": f"gpu-{{i//{per_gpu}}}" if per_gpu > 1 else "gpu-{i}",
+                "counters": {"memory": {"value": memory}, "multiprocessors": {"value": sms}},
+            }
+        ]
+        return entry
+
+    mig = {
+        "description": "dra-diff mig-h100x2",
+        "shared_counters": [
+            {
+                "name": "gpu-{i}",
+                "count": 2,
+                "counters": {"memory": {"value": "80Gi"}, "multiprocessors": {"value": "132"}},
+            }
+        ],
+        "devices": [
+            profile("full", 2, 1, "80Gi", "132"),
+            profile("mig-3g40gb", 4, 2, "40Gi", "60"),
+            profile("mig-1g10gb", 8, 4, "10Gi", "16"),
+        ],
+    }
+    return {
+        "tainted-h100x4": {"description": "dra-diff tainted-h100x4", "devices": [tainted]},
+        "shared-h100x2": {"description": "dra-diff shared-h100x2", "devices": [shared]},
+        "mig-h100x2": mig,
+    }
+
+
+def tolerate(request: dict[str, Any], *tolerations: dict[str, Any]) -> dict[str, Any]:
+    return {**request, "tolerations": list(tolerations)}
+
+
+def memory(request: dict[str, Any], amount: str) -> dict[str, Any]:
+    return {**request, "capacity": {"requests": {"memory": amount}}}
+
+
+def packings(classes: dict[str, dict[str, Any]], seed: int = 12) -> list[Packing]:
+    """The packing scenarios: fixed ones over the differential fleet's classes, then seeded ones over its random
+    classes. Counts stay within what upstream's exhaustive search decides quickly (at most 12 identical devices)."""
+    rng = random.Random(seed * 7919 + 24)
+    out: list[Packing] = []
+
+    def add(class_name: str, features: list[str], *steps: tuple[dict[str, Any], int]) -> None:
+        out.append(Packing(f"k{len(out):03d}", class_name, [copy.deepcopy(s) for s in steps], ["packing", *features]))
+
+    one = selector([req("gpu", 1)])
+    add("hgx-h100", ["exact"], (one, 10))
+    add(
+        "hgx-h100",
+        ["exact", "several-deployments"],
+        (one, 1),
+        (selector([req("gpu", 4, [SEL_HOPPER])]), 3),
+        (selector([req("gpu", 2)]), 3),
+        (one, 5),
+    )
+    pcie = match(f"{STD}/pcieRoot", "gpu", "nic")
+    add(
+        "hgx-h100",
+        ["constraints", "match-several", "two-drivers"],
+        (selector([req("gpu", 2), req("nic", 1, klass=NIC_CLASS)], [pcie]), 6),
+    )
+    nvlink = match(f"{GPU}/nvlinkDomain", "gpu")
+    add("hgx-h100-split", ["constraints", "match-one"], (selector([req("gpu", 4)], [nvlink]), 3), (one, 2))
+    add(
+        "hgx-h100-split",
+        ["constraints", "match-one", "several-deployments"],
+        (one, 1),
+        (selector([req("gpu", 4)], [nvlink]), 3),
+    )
+    add(
+        "l4x2-nic2",
+        ["all", "two-drivers", "several-deployments"],
+        (selector([req("nic", 1, klass=NIC_CLASS)]), 1),
+        (selector([req("gpu", 1), req("nic", None, klass=NIC_CLASS, all_=True)]), 2),
+        (selector([req("gpu", 1)]), 3),
+    )
+    add(
+        "l4x2-nic2",
+        ["first-available", "two-drivers"],
+        (selector([first_available("nic", req("two", 2, klass=NIC_CLASS), req("one", 1, klass=NIC_CLASS))]), 3),
+    )
+    add(
+        "hgx-h100",
+        ["first-available", "several-deployments"],
+        (one, 1),
+        (selector([first_available("accel", req("eight", 8), req("four", 4))]), 3),
+    )
+    numa0 = [sel_numa(0)]
+    # Devices in use are skipped before selectors are evaluated on them: the bare GPUs (no numaNode, a CEL runtime
+    # error for a numaNode selector) are taken first, then the selector only meets the GPUs that have the attribute.
+    add(
+        "cel-order",
+        ["cel-error", "several-deployments"],
+        (selector([req("gpu", 2)]), 1),
+        (selector([req("gpu", 1, numa0)]), 2),
+    )
+    add("cel-order-rev", ["cel-error"], (selector([req("gpu", 1, numa0)]), 2))
+    add(
+        "a100x4-mixedmem",
+        ["selectors", "several-deployments"],
+        (selector([req("gpu", 1, [sel_mem_at_least("64Gi")])]), 1),
+        (selector([req("gpu", 2, [sel_mem_at_least("16Gi")])]), 2),
+        (selector([req("gpu", 1, [sel_mem_at_least("64Gi")])]), 2),
+    )
+    add("l4x4", ["exact", "several-deployments"], (one, 2), (selector([req("gpu", 2)]), 2), (one, 2))
+    add("sparse-nvlink", ["constraints", "match-missing-attr"], (selector([req("gpu", 2)], [nvlink]), 2))
+    add(
+        "wide-mixed",
+        ["exact", "selectors"],
+        (selector([req("gpu", 8, [SEL_PRODUCT["L4"]])]), 3),
+        (selector([req("gpu", 4, [SEL_AMPERE]), req("nic", 2, klass=NIC_CLASS)]), 4),
+    )
+    # Device taints: NoSchedule and NoExecute keep untolerating claims off, None does not; a toleration lets one on.
+    add(
+        "tainted-h100x4",
+        ["taints", "several-deployments"],
+        (one, 5),
+        (selector([tolerate(req("gpu", 1), {"key": f"{GPU}/xid", "operator": "Exists", "effect": "NoSchedule"})]), 3),
+        # An effect-less toleration lets the NoExecute GPU be allocated, and the pod be evicted moments later
+        # (kube-controller-manager's device taint eviction wants effect NoExecute): it does not count.
+        (selector([tolerate(req("gpu", 1), {"operator": "Exists"})]), 2),
+        (selector([tolerate(req("gpu", 1), {"key": f"{GPU}/ecc", "operator": "Exists", "effect": "NoExecute"})]), 2),
+    )
+    every_taint = [
+        {"key": f"{GPU}/xid", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": f"{GPU}/ecc", "operator": "Exists", "effect": "NoExecute"},
+    ]
+    add(
+        "tainted-h100x4",
+        ["taints", "all"],
+        (selector([req("gpu", None, all_=True)]), 1),
+        (selector([tolerate(req("gpu", None, all_=True), {"operator": "Exists"})]), 1),
+        (selector([tolerate(req("gpu", None, all_=True), *every_taint)]), 1),
+    )
+    add(
+        "tainted-h100x4",
+        ["taints", "first-available"],
+        (
+            selector(
+                [
+                    first_available(
+                        "gpu", req("two", 2), tolerate(req("any", 2), {"key": f"{GPU}/ecc", "operator": "Exists"})
+                    )
+                ]
+            ),
+            2,
+        ),
+    )
+    # Consumable capacity: two models share a GPU by memory (30Gi, then 45Gi rounding up to 50Gi), the default (10Gi)
+    # when a claim asks for none, and distinct_attribute keeping two requests of one claim on two GPUs.
+    add(
+        "shared-h100x2",
+        ["consumable-capacity", "several-deployments"],
+        (selector([memory(req("gpu", 1), "30Gi")]), 5),
+        (selector([memory(req("gpu", 1), "45Gi")]), 2),
+        (selector([req("gpu", 1)]), 5),
+    )
+    add(
+        "shared-h100x2",
+        ["consumable-capacity", "distinct"],
+        (
+            selector(
+                [memory(req("a", 1), "20Gi"), memory(req("b", 1), "20Gi")],
+                [{"requests": ["a", "b"], "distinct_attribute": f"{GPU}/uuid"}],
+            ),
+            3,
+        ),
+        (selector([memory(req("gpu", 1), "30Gi")]), 3),
+    )
+    # MIG: profiles consume their GPU's counters; whole GPUs need untouched counter sets.
+    prof = [lambda p: f'device.attributes["{GPU}"].profile == "{p}"'][0]
+    add(
+        "mig-h100x2",
+        ["counters", "several-deployments"],
+        (selector([req("gpu", 1, [prof("mig-3g40gb")])]), 5),
+        (selector([req("gpu", 1, [prof("mig-1g10gb")])]), 3),
+    )
+    add(
+        "mig-h100x2",
+        ["counters", "several-deployments"],
+        (selector([req("gpu", 1, [prof("mig-1g10gb")])]), 5),
+        (selector([req("gpu", 1, [prof("full")])]), 2),
+        (selector([req("gpu", 1, [prof("mig-3g40gb")])]), 3),
+    )
+    # Seeded: two or three steps of exact requests (some constrained) over the random classes.
+    for name in sorted(c for c in classes if c.startswith("rand-")):
+        devices = [d for e in classes[name]["devices"] for d in slice_devices(e)]
+        gpus = [d for d in devices if d["driver"] == GPU]
+        steps = []
+        for _step in range(rng.choice([2, 3])):
+            count = rng.choice([1, 1, 2, 3])
+            constraints = [match(f"{GPU}/{rng.choice(['pcieRoot', 'numaNode'])}", "gpu")] if rng.random() < 0.3 else []
+            ns = selector([req("gpu", count, _gpu_selectors(rng, gpus)[:1])], constraints)
+            steps.append((ns, len(gpus) // count + 1))
+        add(name, ["exact", "selectors", "several-deployments"], *steps)
+    return out
+
+
+def packing_placement(
+    pack: Packing, classes: dict[str, dict[str, Any]], place: Any, kubernetes_version: str = "1.36"
+) -> list[tuple[int, dict[str, Any] | None, str]]:
+    """Placement's answer per step of ``pack``: ``(replicas placed, a placed member record or None, why not more)``.
+    Step ``k`` is a deployment of ``attempts`` replicas, placed (``place``: placement.place) on the scenario's one-node
+    pool against the replicas of the steps before it, as the deploy playbook places deployment after deployment."""
+    cluster = {
+        "name": CLUSTER,
+        "pools": [{"name": pack.pool, "class": pack.class_name, "nodes": 1}],
+        "kubernetes_version": kubernetes_version,
+    }
+    fleet: list[dict[str, Any]] = []
+    out = []
+    for k, (node_selector, attempts) in enumerate(pack.steps):
+        member = {"role": "Standalone", "node_selector": node_selector, "template": {"spec": {"containers": []}}}
+        dep = {
+            "name": f"step-{k}",
+            "namespace": "dra-pack",
+            "replicas": attempts,
+            "engines": [{"name": "main", "members": [member]}],
+        }
+        result = place(
+            deployment=dep, clusters=[cluster], classes={pack.class_name: classes[pack.class_name]}, replicas=fleet
+        )
+        fleet += result["replicas"]
+        placed = result["replicas"][0]["engines"][0]["members"][0] if result["replicas"] else None
+        why = "; ".join(f"{p}: {w}" for c in result["unschedulable"].values() for p, w in c["pools"].items())
+        out.append((result["scheduled"], placed, why))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------------------
 # The member's requests in placement's replica-record shape (what render.claim_devices renders)
 # --------------------------------------------------------------------------------------------------------------------
 
@@ -600,13 +877,17 @@ def record_requests(node_selector: dict[str, Any]) -> tuple[list[dict[str, Any]]
 
     def exact(r: dict[str, Any]) -> dict[str, Any]:
         mode = r.get("allocation_mode", "ExactCount")
-        return {
+        out = {
             "name": r["name"],
             "device_class_name": r["device_class_name"],
             "allocation_mode": mode,
             "count": None if mode == "All" else r.get("count", 1),
             "selectors": [s["cel"] for s in r.get("selectors", [])],
         }
+        for key in ("tolerations", "capacity"):  # design.md §12
+            if key in r:
+                out[key] = r[key]
+        return out
 
     requests = []
     for r in node_selector.get("devices", []):
@@ -615,7 +896,10 @@ def record_requests(node_selector: dict[str, Any]) -> tuple[list[dict[str, Any]]
         else:
             requests.append(exact(r))
     constraints = [
-        {"requests": list(c.get("requests", [])), "match_attribute": c["match_attribute"]}
+        {
+            "requests": list(c.get("requests", [])),
+            **{k: c[k] for k in ("match_attribute", "distinct_attribute") if k in c},
+        }
         for c in node_selector.get("constraints", [])
     ]
     return requests, constraints
@@ -637,8 +921,13 @@ def summary(pairs: list[Pair]) -> dict[str, int]:
 CLUSTER = "dra-diff"
 
 
-def write_inventory(directory: Any, classes: dict[str, dict[str, Any]], pairs: list[Pair]) -> Any:
-    """An inventory for scripts/localfleet: host ``dra-diff`` with one pool (node_count 1) per pair. Returns hosts.yml."""
+def write_inventory(
+    directory: Any, classes: dict[str, dict[str, Any]], pairs: list[Pair], packs: list[Packing] | None = None
+) -> Any:
+    if packs:
+        classes = {**classes, **packing_classes()}
+    """An inventory for scripts/localfleet: host ``dra-diff`` with one pool (node_count 1) per pair and per packing
+    scenario. Returns hosts.yml."""
     import json
     from pathlib import Path
 
@@ -654,7 +943,9 @@ def write_inventory(directory: Any, classes: dict[str, dict[str, Any]], pairs: l
     host = {
         "ansible_connection": "local",
         "gpufleet_provider": "existing",
-        "gpufleet_node_pools": [{"name": p.pool, "class": p.class_name, "node_count": 1} for p in pairs],
+        "gpufleet_node_pools": [
+            {"name": p.pool, "class": p.class_name, "node_count": 1} for p in [*pairs, *(packs or [])]
+        ],
     }
     (root / "host_vars" / f"{CLUSTER}.yml").write_text(json.dumps(host, indent=1) + "\n")
     return root / "hosts.yml"
@@ -678,5 +969,9 @@ def basic(classes: dict[str, dict[str, Any]], pairs: list[Pair]) -> tuple[dict[s
 if __name__ == "__main__":  # write the inventory, to bring a fleet up by hand: localfleet up DIR/hosts.yml STATE
     import sys
 
-    generated = generate(int(sys.argv[2]) if len(sys.argv) > 2 else 12)
-    print(write_inventory(sys.argv[1], *(basic(*generated) if "--basic" in sys.argv else generated)))
+    seed = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 12
+    generated = generate(seed)
+    if "--basic" in sys.argv:
+        print(write_inventory(sys.argv[1], *basic(*generated)))
+    else:
+        print(write_inventory(sys.argv[1], *generated, packings(generated[0], seed)))

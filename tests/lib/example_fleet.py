@@ -26,9 +26,10 @@ def _load() -> dict[str, Any]:
         "deployments": all_vars["gpufleet_model_deployments"],
         "caches": all_vars["gpufleet_model_caches"],
         "hosts": hosts,
+        "fleet_name": all_vars["gpufleet_fleet_name"],
     }
 
 
 def example_fleet() -> dict[str, Any]:
-    """A fresh deep copy each call: ``{classes, deployments, caches, hosts}``; tests may mutate it."""
+    """A fresh deep copy each call: ``{classes, deployments, caches, hosts, fleet_name}``; tests may mutate it."""
     return copy.deepcopy(_load())

@@ -9,8 +9,9 @@ pool, for the nodes it has put claims on:
 * ``whole``: nodes held whole and anonymously: a member that takes every device of its node (the fast path), one of a
   deployment with ``placement.exclusive_nodes``, or a record that says no more than "N nodes" (annotations written
   before device-level placement);
-* ``nodes``: nodes by index, each with the devices allocated there (indexes into the class's node devices,
-  :func:`allocator.node_devices`). A replica record names the index of each of its pods' nodes. Nodes observed with
+* ``nodes``: nodes by index, each with what is allocated there (:class:`NodeUse`: devices held exclusively, as indexes
+  into the class's node devices, :func:`allocator.node_devices`; capacity consumed on devices that allow multiple
+  allocations; the counters those devices consume follow from them). A replica record names the index of each of its pods' nodes. Nodes observed with
   devices held by claims of other workloads (``capacity: observed``) take the top indexes of the pool (the last
   observed such node ``size - 1``, ...), so that a pod placed beside such a claim is found there again next run; new
   nodes are taken from index 0 up.
@@ -22,25 +23,89 @@ and what the ledger promises is that the pool holds every member, as the structu
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-#: ``fit(taken)``: the devices a claim is allocated on a node whose devices ``taken`` are in use, or None.
-Fit = Callable[[frozenset[int]], "tuple[int, ...] | None"]
+from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import Quantity, parse_quantity
+
+Consumed = Mapping[int, Mapping[str, Quantity]]  # device -> capacity -> quantity
+
+
+@dataclass(frozen=True)
+class NodeUse:
+    """What is allocated on one node: devices held by one claim each (``taken``), and the capacity claims consume on
+    devices that allow multiple allocations (``shared``: ``((device, ((capacity, quantity), ...)), ...)``, sorted, so
+    that equal states are equal and hash alike -- placement memoises allocations per node state)."""
+
+    taken: frozenset[int] = frozenset()
+    shared: tuple[tuple[int, tuple[tuple[str, str], ...]], ...] = ()
+
+    @property
+    def consumed(self) -> dict[int, dict[str, Quantity]]:
+        return {d: {k: parse_quantity(v) for k, v in caps} for d, caps in self.shared}
+
+    @property
+    def devices(self) -> frozenset[int]:
+        """Every device something is allocated on (what consumes counters)."""
+        return self.taken | {d for d, _caps in self.shared}
+
+    def plus(self, taken: Iterable[int], consumed: Consumed | None = None) -> NodeUse:
+        """This state with a claim's devices added: ``taken`` exclusive ones, ``consumed`` capacity on shared ones."""
+        shared = self.shared
+        if consumed:
+            table = {d: dict(caps) for d, caps in self.shared}
+            for d, caps in consumed.items():
+                have = table.setdefault(d, {})
+                for name, amount in caps.items():
+                    have[name] = str(amount if name not in have else parse_quantity(have[name]).add(amount))
+            shared = tuple((d, tuple(sorted(table[d].items()))) for d in sorted(table))
+        return NodeUse(self.taken | frozenset(taken), shared)
+
+    def clashes(self, taken: Iterable[int], consumed: Consumed | None, limits: Mapping[int, Mapping[str, Any]]) -> bool:
+        """Whether adding a claim's devices double-books one: an exclusive device held already, or more capacity
+        than a shared device has (``limits``)."""
+        if self.taken & frozenset(taken):
+            return True
+        if not consumed:
+            return False
+        now = self.plus((), consumed).consumed
+        for d, caps in consumed.items():
+            for name in caps:
+                limit = limits.get(d, {}).get(name)
+                if limit is not None and now[d][name].cmp(limit) > 0:
+                    return True
+        return False
+
+
+EMPTY = NodeUse()
+
+#: ``fit(use)``: the devices a claim is allocated on a node in state ``use`` and the capacity it consumes on shared
+#: ones, or None.
+Fit = Callable[[NodeUse], "tuple[tuple[int, ...], dict[int, dict[str, Quantity]]] | None"]
 
 
 class PoolLedger:
-    """The allocated state of one pool of ``size`` nodes."""
+    """The allocated state of one pool of ``size`` nodes. ``devices`` is how many devices a node has that one claim
+    holds at a time (a node holding them all is full); ``limits`` the capacity of devices that allow multiple
+    allocations."""
 
-    __slots__ = ("size", "whole", "nodes", "order", "devices", "foreign")
+    __slots__ = ("devices", "foreign", "limits", "nodes", "order", "size", "whole")
 
-    def __init__(self, size: int, devices: int, held: Iterable[frozenset[int]] = ()) -> None:
+    def __init__(
+        self,
+        size: int,
+        devices: int,
+        held: Iterable[NodeUse] = (),
+        limits: Mapping[int, Mapping[str, Any]] | None = None,
+    ) -> None:
         self.size = size
-        #: Claimable devices a node of the pool has (a node holding that many is full).
         self.devices = devices
+        self.limits = limits or {}
         self.whole = 0
-        self.nodes: dict[int, frozenset[int]] = {}
-        for k, taken in enumerate(held):
-            self.nodes[size - 1 - k] = taken
+        self.nodes: dict[int, NodeUse] = {}
+        for k, use in enumerate(held):
+            self.nodes[size - 1 - k] = use
         #: Nodes where other workloads hold devices (observed).
         self.foreign = frozenset(self.nodes)
         self.order = sorted(self.nodes)  # the keys of ``nodes``, sorted
@@ -48,6 +113,7 @@ class PoolLedger:
     def copy(self) -> PoolLedger:
         out = PoolLedger.__new__(PoolLedger)
         out.size, out.devices, out.whole, out.foreign = self.size, self.devices, self.whole, self.foreign
+        out.limits = self.limits
         out.nodes = dict(self.nodes)
         out.order = list(self.order)
         return out
@@ -63,11 +129,10 @@ class PoolLedger:
         """Nodes nothing is allocated on (may be negative: an overcommitted pool)."""
         return self.size - self.used
 
-
     # -- charging ----------------------------------------------------------------------------------------------------
 
     def _fresh(self) -> int:
-        """The lowest placement index not in use."""
+        """The lowest node index not in use."""
         i = 0
         for k in self.order:
             if k != i:
@@ -75,51 +140,56 @@ class PoolLedger:
             i += 1
         return i
 
-    def _put(self, node: int, devices: frozenset[int]) -> None:
+    def _put(self, node: int, taken: Iterable[int], consumed: Consumed | None) -> None:
         have = self.nodes.get(node)
         if have is None:
-            self.nodes[node] = devices
+            self.nodes[node] = EMPTY.plus(taken, consumed)
             insort(self.order, node)
         else:
-            self.nodes[node] = have | devices
+            self.nodes[node] = have.plus(taken, consumed)
 
-    def charge(self, node: int, devices: Iterable[int]) -> int:
-        """Charge devices a record says a pod holds on ``node``; returns the node they are charged on. Devices another
-        record already holds there (state read from two stale runs) are charged on the first other node of the pool
-        where they are free, else on a new one: the pool counts one node more, so an overcommit shows."""
-        want = frozenset(devices)
+    def charge(self, node: int, taken: Iterable[int], consumed: Consumed | None = None) -> int:
+        """Charge what a record says a pod holds on ``node``; returns the node it is charged on. What another record
+        holds there already (state read from two stale runs) is charged on the first other node where it fits, else
+        on a new one: the pool counts one node more, so an overcommit shows."""
+        taken = frozenset(taken)
         have = self.nodes.get(node)
-        if have is None or not have & want:
-            self._put(node, want)
+        if have is None or not have.clashes(taken, consumed, self.limits):
+            self._put(node, taken, consumed)
             return node
         for k in self.order:
-            if not self.nodes[k] & want:
-                self._put(k, want)
+            if not self.nodes[k].clashes(taken, consumed, self.limits):
+                self._put(k, taken, consumed)
                 return k
         k = self._fresh()
-        self._put(k, want)
+        self._put(k, taken, consumed)
         return k
 
-    def fit(self, fit: Fit, *, force: bool = False) -> tuple[int, tuple[int, ...]] | None:
-        """Allocate one claim, first fit: the nodes in use in index order, then an unused node. ``fit(taken)`` allocates the claim on a node. With ``force``, a claim that fits nowhere is put on a new
-        node even when the pool has none left (a retained replica: the pool shows as overcommitted). Returns ``(node,
-        devices)`` or None."""
+    def fit(
+        self, fit: Fit, *, force: bool = False
+    ) -> tuple[int, tuple[int, ...], dict[int, dict[str, Quantity]]] | None:
+        """Allocate one claim, first fit: the nodes in use in index order, then an unused node. ``fit(use)`` allocates
+        the claim on a node. With ``force``, a claim that fits nowhere is put on a new node even when the pool has
+        none left (a retained replica: the pool shows as overcommitted). Returns ``(node, devices, consumed)`` or
+        None."""
         for k in self.order:
-            taken = self.nodes[k]
-            if len(taken) >= self.devices:
-                continue
-            got = fit(taken)
+            use = self.nodes[k]
+            if not self.limits and len(use.taken) >= self.devices:
+                continue  # full (a node with shared devices may always have capacity left)
+            got = fit(use)
             if got is not None:
-                self.nodes[k] = taken | frozenset(got)
-                return k, got
+                devices, consumed = got
+                self.nodes[k] = use.plus([d for d in devices if d not in consumed], consumed)
+                return k, devices, consumed
         if self.free() <= 0 and not force:
             return None
-        got = fit(frozenset())
+        got = fit(EMPTY)
         if got is None:
             return None
+        devices, consumed = got
         k = self._fresh()
-        self._put(k, frozenset(got))
-        return k, got
+        self._put(k, [d for d in devices if d not in consumed], consumed)
+        return k, devices, consumed
 
     def take_whole(self, n: int = 1, *, force: bool = False) -> bool:
         if not force and self.free() < n:
@@ -131,11 +201,15 @@ class PoolLedger:
         """``2 node(s), 0 unused; devices free: node 0 0 of 8, node 1 2 of 8; 1 held whole``."""
         parts = [f"{self.size} node(s), {max(self.free(), 0)} unused"]
         if self.nodes:
-            shown = [
-                f"node {k}{' (other workloads hold some)' if k in self.foreign else ''} "
-                f"{max(self.devices - len(self.nodes[k]), 0)} of {self.devices}"
-                for k in self.order[:limit]
-            ]
+            shown = []
+            for k in self.order[:limit]:
+                use = self.nodes[k]
+                text = f"node {k}{' (other workloads hold some)' if k in self.foreign else ''}"
+                if self.devices:
+                    text += f" {max(self.devices - len(use.taken), 0)} of {self.devices}"
+                if use.shared:
+                    text += f"{',' if self.devices else ''} {len(use.shared)} shared device(s) in use"
+                shown.append(text)
             more = len(self.order) - limit
             parts.append("devices free: " + ", ".join(shown) + (f" and {more} more node(s)" if more > 0 else ""))
         if self.whole:

@@ -75,7 +75,7 @@ def test_an_s3_uri_with_keys_is_refused_without_printing_them(tmp_path):
     data["gpufleet_model_caches"][0]["source"] = {"s3": {"uri": f"s3://AKIASENTINEL9F2C:{AWS_SECRET}@models/qwen"}}
     caches.write_text(yaml.safe_dump(data), encoding="utf-8")
     out = failed_run(inv, REPO / "playbooks" / "caches.yml")
-    assert "gpufleet_model_caches[0].source.s3.uri: carries credentials" in out
+    assert "gpufleet_model_caches[0] (qwen-2-5-0-5b).source.s3.uri: carries credentials" in out
     for value in (AWS_SECRET, "AKIASENTINEL9F2C", "aws+secret"):
         assert value not in out
 

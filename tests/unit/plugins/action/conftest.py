@@ -50,4 +50,5 @@ def example_task_vars() -> dict[str, Any]:
         "gpufleet_inference_classes": data["classes"],
         "gpufleet_model_deployments": data["deployments"],
         "gpufleet_model_caches": data["caches"],
+        "gpufleet_fleet_name": data["fleet_name"],
     }

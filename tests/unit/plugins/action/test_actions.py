@@ -18,7 +18,15 @@ ACTIONS = sorted(m.name for m in pkgutil.iter_modules(action_pkg.__path__))
 def test_every_action_plugin_uses_the_base():
     import importlib
 
-    assert ACTIONS == ["fleet_apply", "fleet_info", "fleet_manifests", "fleet_placement", "fleet_read", "manifest_dir"]
+    assert ACTIONS == [
+        "fleet_apply",
+        "fleet_info",
+        "fleet_manifests",
+        "fleet_placement",
+        "fleet_read",
+        "fleet_report",
+        "manifest_dir",
+    ]
     for name in ACTIONS:
         cls = importlib.import_module(f"ansible_collections.gpufleet.serving.plugins.action.{name}").ActionModule
         assert issubclass(cls, GpufleetAction) and name == cls.MODULE
@@ -33,7 +41,9 @@ def test_an_unknown_option_fails_with_the_one_shape(name):
     assert result["errors"] and set(result["errors"][0]) == {"path", "reason"}
 
 
-@pytest.mark.parametrize("name", ["fleet_apply", "fleet_manifests", "fleet_placement", "fleet_read", "manifest_dir"])
+@pytest.mark.parametrize(
+    "name", ["fleet_apply", "fleet_manifests", "fleet_placement", "fleet_read", "fleet_report", "manifest_dir"]
+)
 def test_a_missing_required_option_fails_with_the_one_shape(name):
     result = run_action(name, {})
     assert result["failed"] is True and result["msg"].startswith(f"{name}: ")
@@ -61,8 +71,8 @@ def test_fleet_info_reports_every_problem_with_its_path(example_task_vars):
     assert result["failed"] is True
     assert result["msg"].startswith("fleet_info: the fleet is not valid; nothing was changed.\n")
     paths = {e["path"] for e in result["errors"]}
-    assert "gpufleet_model_deployments[0].replicas" in paths
-    assert "gpufleet_model_deployments[0].engines[0].members[0].role" in paths
+    assert "gpufleet_model_deployments[0] (qwen-demo).replicas" in paths
+    assert "gpufleet_model_deployments[0] (qwen-demo).engines[0] (main).members[0].role" in paths
 
 
 def test_fleet_info_argument_types_follow_its_documentation(example_task_vars):
@@ -266,6 +276,7 @@ def test_fleet_apply_records_state_but_keeps_a_failed_cluster_as_it_was(tmp_path
         {
             "connections": {"gone": {"kubeconfig": _closed_port_kubeconfig(tmp_path)}},
             "objects_by_cluster": {"gone": [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}}]},
+            "fleet_name": "example",
             "state_file": str(state),
             "replicas": replicas,
             "request_timeout": 5,
@@ -295,8 +306,22 @@ def test_fleet_apply_renders_the_fleet_itself_for_the_clusters_it_reaches(exampl
 
 
 def test_fleet_apply_refuses_objects_for_a_cluster_it_cannot_reach():
-    result = run_action("fleet_apply", {"connections": {}, "objects_by_cluster": {"x": [{"kind": "Service"}]}})
+    result = run_action(
+        "fleet_apply", {"connections": {}, "objects_by_cluster": {"x": [{"kind": "Service"}]}, "fleet_name": "f"}
+    )
     assert result["failed"] is True and "without a connection: x" in result["msg"]
+
+
+def test_fleet_apply_needs_the_fleet_it_reconciles():
+    """Fleet identity: objects_by_cluster alone does not say whose objects may be pruned."""
+    args = {"connections": {}, "objects_by_cluster": {}}
+    assert run_action("fleet_apply", args)["msg"] == (
+        "fleet_apply: fleet_name is required with objects_by_cluster (the fleet whose objects they are)"
+    )
+    bad = run_action("fleet_apply", {**args, "fleet_name": "no spaces allowed"})
+    assert bad["failed"] is True and "fleet_name: must be a Kubernetes label value" in bad["msg"]
+    unnamed = run_action("fleet_apply", {"connections": {}, "fleet": {"clusters": []}, "replicas": []})
+    assert "the fleet carries no name" in unnamed["msg"]
 
 
 def test_fleet_info_never_prints_an_inline_kubeconfig_or_an_s3_secret(example_task_vars):
@@ -310,7 +335,10 @@ def test_fleet_info_never_prints_an_inline_kubeconfig_or_an_s3_secret(example_ta
     result = run_action("fleet_info", {"pin_connections": ["onprem-a"]}, example_task_vars)
     assert result["failed"] is True
     paths = {e["path"] for e in result["errors"]}
-    assert {"hostvars['onprem-a'].gpufleet_kubeconfig", "gpufleet_model_caches[0].source.s3.uri"} <= paths
+    assert {
+        "hostvars['onprem-a'].gpufleet_kubeconfig",
+        "gpufleet_model_caches[0] (qwen-2-5-0-5b).source.s3.uri",
+    } <= paths
     shown = json.dumps(result)
     for value in (token, secret, "AKIASENTINEL", "aws/secret"):
         assert value not in shown

@@ -147,6 +147,10 @@ def golden_cases() -> dict[str, tuple[str, Any]]:
     }
 
 
+#: The fleet every case renders for (``gpufleet_fleet_name``): the ``gpufleet.io/fleet`` label of every object.
+FLEET = "example"
+
+
 def build(case: str) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     reps, dep, kwargs = golden_cases()[case][1]()
-    return copy.deepcopy(reps), copy.deepcopy(dep), copy.deepcopy(kwargs)
+    return copy.deepcopy(reps), copy.deepcopy(dep), {"fleet": FLEET, **copy.deepcopy(kwargs)}

@@ -36,6 +36,7 @@ def example_cache() -> dict[str, Any]:
 
 
 CLUSTER = {"name": "gke-us-central1", "cache_storage_class": "gpufleet-filestore-rwx", "provider": "gke"}
+FLEET = "example"
 
 
 def test_filters_are_registered():
@@ -51,10 +52,10 @@ def test_filters_are_registered():
 
 
 def test_fleet_info_shapes_go_straight_in():
-    objs = cache_manifests(example_cache(), CLUSTER, hydrator=HYDRATOR)
+    objs = cache_manifests(example_cache(), CLUSTER, hydrator=HYDRATOR, fleet=FLEET)
     assert [o["kind"] for o in objs] == ["PersistentVolumeClaim", "ConfigMap", "Job"]
     assert objs[0]["spec"]["storageClassName"] == "gpufleet-filestore-rwx"
-    assert objs == cache_objects(example_cache(), CLUSTER, HYDRATOR)
+    assert objs == cache_objects(example_cache(), CLUSTER, HYDRATOR, fleet=FLEET)
     json.dumps(objs)  # plain data
     validate_objects(objs)
 
@@ -67,6 +68,7 @@ def test_options_mapping_and_keywords_keyword_wins():
         storage_class="sc",
         options={"image": "a/b:1", "workers": 2, "ttl_seconds_after_finished": None},
         workers=4,
+        fleet=FLEET,
     )
     job = objs[2]
     main = job["spec"]["template"]["spec"]["containers"][0]
@@ -74,31 +76,58 @@ def test_options_mapping_and_keywords_keyword_wins():
     assert main["args"][-2:] == ["--workers", "4"]
     assert "ttlSecondsAfterFinished" not in job["spec"]
     # A None option means the default.
-    default = cache_manifests(example_cache(), "gke-us-central1", hydrator=HYDRATOR, storage_class="sc", image=None)
+    default = cache_manifests(
+        example_cache(), "gke-us-central1", hydrator=HYDRATOR, storage_class="sc", image=None, fleet=FLEET
+    )
     assert default[2]["spec"]["template"]["spec"]["containers"][0]["image"] == HydrationOptions().image
 
 
 def test_adopted_cache_renders_nothing_unless_checked():
     data = example_cache()
     data["storage"] = {"backend": "existing_pvc", "claim_name": "customer-weights"}
-    assert cache_manifests(data, CLUSTER, hydrator=HYDRATOR) == []
-    (check,) = cache_manifests(data, CLUSTER, hydrator=HYDRATOR, adopted_check=True)
+    assert cache_manifests(data, CLUSTER, hydrator=HYDRATOR, fleet=FLEET) == []
+    (check,) = cache_manifests(data, CLUSTER, hydrator=HYDRATOR, adopted_check=True, fleet=FLEET)
     assert check["kind"] == "Job" and check["metadata"]["name"].startswith("gpufleet-check-")
+    assert check["metadata"]["labels"]["gpufleet.io/fleet"] == FLEET
+
+
+def test_fleet_label_is_on_every_object_but_not_on_the_job_template():
+    """Fleet identity: every object carries gpufleet.io/fleet; the Job's pod template (and so its name, which hashes
+    it) does not, so a fleet that gets its name re-hydrates nothing."""
+    objs = cache_manifests(example_cache(), CLUSTER, hydrator=HYDRATOR, fleet=FLEET)
+    assert [o["metadata"]["labels"]["gpufleet.io/fleet"] for o in objs] == [FLEET] * 3
+    job = objs[2]
+    assert "gpufleet.io/fleet" not in job["spec"]["template"]["metadata"]["labels"]
+    unnamed = cache_objects(example_cache(), CLUSTER, HYDRATOR)
+    assert job["metadata"]["name"] == unnamed[2]["metadata"]["name"]
+    assert job["spec"] == unnamed[2]["spec"]
+    other = cache_manifests(example_cache(), CLUSTER, hydrator=HYDRATOR, fleet="other")
+    assert other[2]["metadata"]["name"] == job["metadata"]["name"]
 
 
 @pytest.mark.parametrize(
     ("args", "kwargs", "fragment"),
     [
-        ((), {"hydrator": HYDRATOR}, "cluster is required"),
-        ((CLUSTER,), {}, "hydrator is required"),
-        ((CLUSTER,), {"hydrator": ""}, "hydrator is required"),
-        ((CLUSTER,), {"hydrator": HYDRATOR, "storage_class": 5}, "storage_class must be a string"),
-        ((CLUSTER,), {"hydrator": HYDRATOR, "options": ["image"]}, "options must be a mapping"),
-        ((CLUSTER,), {"hydrator": HYDRATOR, "adopted_check": "yes"}, "adopted_check must be true or false"),
-        ((CLUSTER,), {"hydrator": HYDRATOR, "workers": "many"}, "workers must be an integer"),
-        ((CLUSTER,), {"hydrator": HYDRATOR, "colour": "blue"}, "unknown option(s) colour"),
-        (("Bad_Name",), {"hydrator": HYDRATOR, "storage_class": "x"}, "must be a DNS label"),
-        (({"name": "bare-metal"},), {"hydrator": HYDRATOR}, "cache 'qwen-2-5-0-5b' on cluster 'bare-metal'"),
+        ((), {"hydrator": HYDRATOR, "fleet": FLEET}, "cluster is required"),
+        ((CLUSTER,), {"fleet": FLEET}, "hydrator is required"),
+        ((CLUSTER,), {"hydrator": "", "fleet": FLEET}, "hydrator is required"),
+        ((CLUSTER,), {"hydrator": HYDRATOR, "fleet": FLEET, "storage_class": 5}, "storage_class must be a string"),
+        ((CLUSTER,), {"hydrator": HYDRATOR, "fleet": FLEET, "options": ["image"]}, "options must be a mapping"),
+        (
+            (CLUSTER,),
+            {"hydrator": HYDRATOR, "fleet": FLEET, "adopted_check": "yes"},
+            "adopted_check must be true or false",
+        ),
+        ((CLUSTER,), {"hydrator": HYDRATOR, "fleet": FLEET, "workers": "many"}, "workers must be an integer"),
+        ((CLUSTER,), {"hydrator": HYDRATOR, "fleet": FLEET, "colour": "blue"}, "unknown option(s) colour"),
+        (("Bad_Name",), {"hydrator": HYDRATOR, "fleet": FLEET, "storage_class": "x"}, "must be a DNS label"),
+        (
+            ({"name": "bare-metal"},),
+            {"hydrator": HYDRATOR, "fleet": FLEET},
+            "cache 'qwen-2-5-0-5b' on cluster 'bare-metal'",
+        ),
+        ((CLUSTER,), {"hydrator": HYDRATOR}, "fleet is required: the fleet's name (gpufleet_fleet_name)"),
+        ((CLUSTER,), {"hydrator": HYDRATOR, "fleet": "-bad-"}, "fleet: must be a Kubernetes label value"),
     ],
 )
 def test_errors_are_ansible_filter_errors_with_the_filter_name(args, kwargs, fragment):
@@ -114,7 +143,7 @@ def test_invalid_cache_names_the_field():
     with pytest.raises(
         AnsibleFilterError, match=r"^cache_manifests: .*\.size: 'twenty gigs' is not a Kubernetes quantity"
     ):
-        cache_manifests(data, CLUSTER, hydrator=HYDRATOR)
+        cache_manifests(data, CLUSTER, hydrator=HYDRATOR, fleet=FLEET)
 
 
 def test_job_status_filter():
@@ -172,7 +201,16 @@ def test_every_filter_has_a_doc_sidecar(name):
 def test_cache_manifests_doc_lists_every_option_with_its_default():
     options = doc("cache_manifests")["DOCUMENTATION"]["options"]
     fields = set(HydrationOptions.model_fields)
-    assert set(options) == {"_input", "cluster", "hydrator", "storage_class", "options", "adopted_check", *fields}
+    assert set(options) == {
+        "_input",
+        "cluster",
+        "hydrator",
+        "storage_class",
+        "options",
+        "adopted_check",
+        "fleet",
+        *fields,
+    }
     defaults = HydrationOptions()
     for name in fields:
         value = getattr(defaults, name)

@@ -36,12 +36,16 @@ def _case() -> tuple[list[dict[str, Any]], dict[str, Any]]:
 @pytest.mark.parametrize(
     ("args", "kwargs", "fragment"),
     [
-        ((None,), {"cluster": "onprem-a"}, "replicas must be a list of replicas (got NoneType)"),
-        (("replicas",), {"cluster": "onprem-a"}, "replicas must be a list of replicas (got str)"),
-        ((), {}, "cluster is required"),
-        ((), {"cluster": 3}, "cluster must be the name of the cluster"),
-        ((), {"cluster": "onprem-a", "gateway": {"nam": "gw"}}, "gateway.name: is required"),
-        ((), {"cluster": "onprem-a", "labels": ["x"]}, "labels: must be a mapping (got list)"),
+        ((None,), {"cluster": "onprem-a", "fleet": "f"}, "replicas must be a list of replicas (got NoneType)"),
+        (("replicas",), {"cluster": "onprem-a", "fleet": "f"}, "replicas must be a list of replicas (got str)"),
+        ((), {"fleet": "f"}, "cluster is required"),
+        ((), {"cluster": 3, "fleet": "f"}, "cluster must be the name of the cluster"),
+        ((), {"cluster": "onprem-a", "fleet": "f", "gateway": {"nam": "gw"}}, "gateway.name: is required"),
+        ((), {"cluster": "onprem-a", "fleet": "f", "labels": ["x"]}, "labels: must be a mapping (got list)"),
+        # Fleet identity: required, and a Kubernetes label value.
+        ((), {"cluster": "onprem-a"}, "fleet is required: the fleet's name (gpufleet_fleet_name)"),
+        ((), {"cluster": "onprem-a", "fleet": "prod fleet"}, "fleet: must be a Kubernetes label value"),
+        ((), {"cluster": "onprem-a", "fleet": "x" * 64}, "at most 63 characters"),
     ],
 )
 def test_argument_errors_are_ansible_filter_errors(args, kwargs, fragment):
@@ -76,7 +80,7 @@ def test_bad_input_names_what_is_wrong(mutate, fragment):
     caches = example_caches()
     mutate(replicas, dep, caches)
     with pytest.raises(AnsibleFilterError) as err:
-        serving_manifests(replicas, dep, cluster="onprem-a", caches=caches)
+        serving_manifests(replicas, dep, cluster="onprem-a", caches=caches, fleet="f")
     message = str(err.value)
     assert message.startswith("serving_manifests: "), message
     assert fragment in message, message
@@ -117,7 +121,7 @@ PLAYBOOK = """\
     - name: Render the cluster's objects
       ansible.builtin.set_fact:
         objs: "{{ replicas | gpufleet.serving.serving_manifests(deployment, cluster=target, caches=caches,
-                  gateway={'name': gateway_name}, labels={'team': team}) }}"
+                  gateway={'name': gateway_name}, labels={'team': team}, fleet=fleet_name) }}"
 
     - name: Use the result in Jinja like any list of objects
       ansible.builtin.assert:
@@ -125,6 +129,8 @@ PLAYBOOK = """\
           - objs | map(attribute='kind') | list == ['ResourceClaimTemplate', 'Deployment', 'Service', 'HTTPRoute']
           - objs[1].spec.template.metadata.labels['gpufleet.io/cluster'] == 'gke-europe-west4'
           - objs[1].metadata.labels.team == 'ml'
+          - objs[1].metadata.labels['gpufleet.io/fleet'] == 'ml-prod'
+          - "'gpufleet.io/fleet' not in objs[1].spec.template.metadata.labels"
 
     - name: Save the result
       ansible.builtin.copy:
@@ -137,7 +143,7 @@ PLAYBOOK = """\
         - name: Render with a deployment the replicas do not belong to
           ansible.builtin.set_fact:
             bad: "{{ replicas | gpufleet.serving.serving_manifests(deployment | combine({'name': 'other'}),
-                     cluster=target, caches=caches) }}"
+                     cluster=target, caches=caches, fleet=fleet_name) }}"
       rescue:
         - name: Save the error
           ansible.builtin.copy:
@@ -162,6 +168,7 @@ def test_filter_in_a_playbook_with_tagged_variables(tmp_path):
         "caches": example_caches(),
         "gateway_name": "fleet-gateway",
         "team": "ml",
+        "fleet_name": "ml-prod",
         "out_dir": str(tmp_path),
     }
     (tmp_path / "vars.yml").write_text(yaml.safe_dump(data, sort_keys=False))
@@ -191,6 +198,7 @@ def test_filter_in_a_playbook_with_tagged_variables(tmp_path):
         caches=example_caches(),
         gateway={"name": "fleet-gateway"},
         labels={"team": "ml"},
+        fleet="ml-prod",
     )
     assert objs == expected
     k8s_schemas.validate_objects(objs)

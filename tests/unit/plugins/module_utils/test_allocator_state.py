@@ -32,11 +32,11 @@ from test_allocator_upstream import (
     dev_a,
     dev_b,
     first_available,
+    i,
     match,
     one,
     req,
     s,
-    i,
 )
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import models

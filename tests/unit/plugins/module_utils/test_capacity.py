@@ -162,8 +162,12 @@ def test_placement_allocates_around_devices_other_workloads_hold():
     def dep(name, count, replicas):
         request = {"name": "gpu", "device_class_name": "gpu.nvidia.com", "count": count}
         member = {"role": "Standalone", "node_selector": {"devices": [request]}}
-        return {"name": name, "replicas": replicas, "engines": [{"name": "main", "members": [member]}],
-                "candidate_clusters": ["c1"]}  # fmt: skip
+        return {
+            "name": name,
+            "replicas": replicas,
+            "engines": [{"name": "main", "members": [member]}],
+            "candidate_clusters": ["c1"],
+        }
 
     fleet = {
         "classes": classes,

@@ -96,3 +96,35 @@ def test_rendered_claims_are_valid_resource_claims(generated: tuple[dict, list[d
         counts = [r.get("count") or 0 for r in requests if "first_available" not in r]
         assert all(c <= 2 * CLAIM_DEVICES_MAX for c in counts)
     assert not errors, "\n".join(errors[:10])
+
+
+def test_packing_scenarios_are_deterministic_valid_and_pack(generated: tuple[dict, list[dra_pairs.Pair]]) -> None:
+    # Several pods per node (issue 24): the scenarios render valid claims, and placement packs several pods on a node.
+    from ansible_collections.gpufleet.serving.plugins.module_utils.placement import place
+
+    classes, pairs = generated
+    classes = {**classes, **dra_pairs.packing_classes()}
+    packs = dra_pairs.packings(classes, 12)
+    assert {"taints", "consumable-capacity", "distinct", "counters"} <= {f for p in packs for f in p.features}
+    assert [(p.id, p.steps) for p in packs] == [(p.id, p.steps) for p in dra_pairs.packings(classes, 12)]
+    assert len(packs) >= 15 and {p.pool for p in packs}.isdisjoint({p.pool for p in pairs})
+    errors: list[str] = []
+    placed = []
+    for pack in packs:
+        answers = dra_pairs.packing_placement(pack, classes, place)
+        placed.append([n for n, _m, _w in answers])
+        for (node_selector, attempts), (n, member, _why) in zip(pack.steps, answers, strict=True):
+            assert 0 <= n <= attempts
+            requests, constraints = dra_pairs.record_requests(node_selector)
+            if member is not None:
+                requests, constraints = member["device_requests"], member.get("constraints", constraints)
+            claim = {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": pack.id, "namespace": "dra-pack"},
+                "spec": {"devices": render.claim_devices(requests, constraints)},
+            }
+            errors.extend(k8s_schemas.check_object(claim, versions=("1.36",))[0])
+    assert not errors, "\n".join(errors[:10])
+    assert sum(1 for counts in placed if sum(counts) > 1) >= len(packs) // 2
+    assert placed[0] == [8], "eight 1-GPU pods on one 8-GPU node"

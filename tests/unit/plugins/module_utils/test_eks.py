@@ -7,6 +7,7 @@ import pytest
 from ansible_collections.gpufleet.serving.plugins.module_utils import eks
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.provisioning import parse_cluster
+from ansible_collections.gpufleet.serving.plugins.module_utils.suggest import index_path
 
 GPU = {"name": "gpu", "driver": "gpu.nvidia.com", "device_class_name": "gpu.nvidia.com"}
 CLASSES = {
@@ -104,7 +105,7 @@ def test_fixed_size_pool_and_default_bounds():
 def test_bad_pools_name_the_field(pool, path, reason):
     with pytest.raises(FleetValidationError) as err:
         specs([pool])
-    assert any(p == path and reason in r for p, r in err.value.errors), err.value.errors
+    assert any(index_path(p) == path and reason in r for p, r in err.value.errors), err.value.errors
 
 
 def test_wrong_provider_and_invalid_reservation_id_are_named():

@@ -10,6 +10,7 @@ from example_fleet import example_fleet
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.suggest import index_path
 
 
 def run(data: dict[str, Any], **kwargs: Any):
@@ -66,7 +67,7 @@ def test_a_host_pattern_matching_no_cluster_is_an_error_naming_the_field():
     resolver = {"gpufleet_cluster": [], "gpufleet_clusters:&prod": ["gke-us-central1"]}
     with pytest.raises(FleetValidationError) as err:
         run(data, resolve_pattern=lambda p: resolver.get(p, ["gke-us-central1", "onprem-a"]))
-    assert err.value.errors[0][0] == "gpufleet_model_deployments[0].clusters"
+    assert err.value.errors[0][0] == "gpufleet_model_deployments[0] (qwen-demo).clusters"
     assert "'gpufleet_cluster' matches no cluster" in err.value.errors[0][1]
     assert len(err.value.errors) == 1
 
@@ -626,9 +627,12 @@ def test_malformed_fleet_names_the_field(mutate: Mutator, path: str, reason: str
     with pytest.raises(FleetValidationError) as info:
         run(data)
     errors = info.value.errors
-    assert any(p == path and reason in r for p, r in errors), f"expected {path}: ...{reason}...; got {errors}"
+    # Paths name the list items on them (gpufleet_model_deployments[0] (qwen-demo)...): compared without the names.
+    assert any(index_path(p) == path and reason in r for p, r in errors), (
+        f"expected {path}: ...{reason}...; got {errors}"
+    )
     # The message is one "path: reason" line per error.
-    assert f"{path}: " in str(info.value)
+    assert f"{path}: " in index_path(str(info.value))
 
 
 def test_every_error_is_reported_not_only_the_first():
@@ -640,8 +644,8 @@ def test_every_error_is_reported_not_only_the_first():
         run(data)
     paths = {error[0] for error in info.value.errors}
     assert {
-        "gpufleet_model_deployments[0].engines[0].members[0].role",
-        "gpufleet_model_deployments[1].replicas",
+        "gpufleet_model_deployments[0] (qwen-demo).engines[0] (main).members[0].role",
+        "gpufleet_model_deployments[1] (llama-70b).replicas",
         "hostvars['gke-us-central1'].gpufleet_provider",
     } <= paths
 
@@ -755,7 +759,7 @@ def test_credentials_in_source_urls_are_rejected_without_echoing_them(source: di
     with pytest.raises(FleetValidationError) as info:
         run(data)
     # The cache is invalid, so the deployment that uses it names an unknown cache too; nothing else is reported.
-    assert [p for p, _r in info.value.errors if "caches" in p] == [f"gpufleet_model_caches[0].{path}"]
+    assert [p for p, _r in info.value.errors if "caches" in p] == [f"gpufleet_model_caches[0] (qwen-2-5-0-5b).{path}"]
     assert "Secret" in str(info.value)
     assert SECRET not in str(info.value)
 

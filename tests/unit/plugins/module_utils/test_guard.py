@@ -136,7 +136,9 @@ def test_a_deployment_is_placed_only_where_its_cache_is_staged_and_explain_says_
     """Issue 25: a deployment mounting a cache was placed on clusters without it (pods Pending forever, 'Ready')."""
     data = example_fleet()
     data["caches"][0]["clusters"] = "gpufleet_clusters:&prod"  # eks-us-east-1, gke-us-central1, onprem-a
-    data["deployments"][0]["replicas"] = 400  # more than fits (1-GPU replicas pack 8 to an H100 node): explain lists every cluster
+    data["deployments"][0]["replicas"] = (
+        400  # more than fits (1-GPU replicas pack 8 to an H100 node): explain lists every cluster
+    )
     fleet = fleet_dict(data)
     assert fleet["cache_exclusions"] == {
         "qwen-demo": {"gke-europe-west4": "does not host cache qwen-2-5-0-5b, which the deployment mounts"}
@@ -165,6 +167,6 @@ def test_a_deployment_whose_cache_is_staged_on_none_of_its_clusters_is_an_error(
             resolve_pattern=lambda p: patterns.get(p) or sorted(data["hosts"]),
         )
     assert (
-        "gpufleet_model_deployments[0].cache: mounts cache 'qwen-2-5-0-5b', which none of its clusters "
+        "gpufleet_model_deployments[0] (qwen-demo).cache: mounts cache 'qwen-2-5-0-5b', which none of its clusters "
         "(gke-europe-west4, gke-us-central1) hosts (the cache's clusters: onprem-a)"
     ) in str(exc.value)

@@ -190,7 +190,7 @@ def test_an_s3_uri_with_keys_is_rejected_without_repeating_them(uri: str):
     for secret in (AWS_SECRET, PASSWORD, "AKIAEXAMPLE", "K7MDENG"):
         assert secret not in shown
     cache_errors = [(p, r) for p, r in info.value.errors if "caches" in p]
-    assert cache_errors and cache_errors[0][0] == "gpufleet_model_caches[0].source.s3.uri"
+    assert cache_errors and cache_errors[0][0] == "gpufleet_model_caches[0] (qwen-2-5-0-5b).source.s3.uri"
     assert "credentials_secret" in cache_errors[0][1]
 
 
