@@ -24,6 +24,14 @@ device-by-device search, and so is the alternative chosen, up to interchangeable
 (a CEL runtime error on a device it reaches, an ``All`` device a constraint rejects) the search is device by device in
 upstream's order (:class:`_DeviceSearch`).
 
+The node need not be empty (design.md §12): devices other claims hold (``taken``) are skipped before selectors are
+evaluated on them, as upstream's "in use" check comes first, and an ``All`` request fails on them; capacity other
+claims consume on devices that allow multiple allocations (``shared``) and the counter sets the node publishes
+(``counters``) are checked device by device as upstream's ``allocateDevice`` does, with device taints, per request
+tolerations and the allocator features of the cluster's Kubernetes version (:mod:`dra.features`). The result names the
+devices picked (``devices``, upstream's choice up to devices nothing tells apart) and the capacity consumed
+(``consumed``), which placement's ledger records.
+
 A request without a ``device_class_name`` is resolved to the device class of the devices it matches (tried in the
 order the class lists them), which is what rendering writes into the ResourceClaimTemplate. ``Synthetic`` devices
 (design.md §2: matched for placement, never claimed) can satisfy only a plain ``ExactCount`` request that no constraint

@@ -17,25 +17,29 @@ How it works, in the order the rules apply:
 4. **Scale down** when more are retained than wanted: the most-loaded cluster first, its highest index first; between
    equally loaded clusters the later name first.
 5. **Fill** the shortfall one replica at a time on the eligible cluster with the fewest of this deployment's replicas
-   (ties by name), taking the lowest free index there, against a ledger of free nodes per ``(cluster, pool)`` that
-   charges every other deployment's replicas and this deployment's retained ones (each member's ``nodes``). Eligible:
-   ``ready``, every ``NoSchedule``/``NoExecute`` taint tolerated, and every engine fits one pool with room.
+   (ties by name), taking the lowest free index there, against a ledger per ``(cluster, pool)`` of what is allocated
+   on each node (:class:`dra.state.PoolLedger`, design.md §12) that charges every other deployment's replicas and this
+   deployment's retained ones (their ``allocations``, or whole ``nodes``). Eligible: ``ready``, every
+   ``NoSchedule``/``NoExecute`` taint tolerated, and every engine fits one pool with room.
 6. **Explain**: every candidate cluster that cannot take one more replica is listed in ``unschedulable`` with the
    reason, per pool where pools matter.
 
-Matching (the part that needs devices): a member's pods each run on their own node, and a node's devices are its
-pool's inference class's devices, one by one (``count`` devices per entry, each with its ``instances`` values). Whether
-one node can hold a member's claim is decided by :mod:`allocator`, which has the shape of Kubernetes' own allocator:
-requests in order, ``ExactCount`` / ``All`` / ``first_available`` alternatives, ``match_attribute`` constraints, the
-per-claim device limit, an exact search. An engine lands on
-the first pool, in the cluster's pool order, where every member matches and which has room for the engine's node cost;
-its members share that pool. A match on ``Synthetic`` devices forms no claim: a member that resolves only synthetic
+Matching (the part that needs devices): a node's devices are its pool's inference class's devices, one by one
+(``count`` devices per entry, each with its ``instances`` values). Whether a node can hold one pod's claim beside what
+other claims hold there is decided by :mod:`allocator`, which has the shape of Kubernetes' own allocator: requests in
+order, ``ExactCount`` / ``All`` / ``first_available`` alternatives, ``match_attribute`` / ``distinct_attribute``
+constraints, the per-claim device limit, device taints, consumable capacity, counters, an exact search. A pod goes to
+the first node of the pool where its claim fits (nodes in use first); a member that takes every device of its node,
+or one of a deployment with ``placement.exclusive_nodes``, takes whole nodes (counted, the fast path). An engine lands
+on the first pool, in the cluster's pool order, where every member matches and which has room for all its pods; its
+members share that pool. A match on ``Synthetic`` devices forms no claim: a member that resolves only synthetic
 devices costs no nodes and carries no ``device_requests``, an engine in which no member claims a DRA device is never
 placed, and a member that could claim a DRA device on another pool of the cluster is not stranded claimless on a
-synthetic-only pool. Node cost of a member = ``pods * copies`` when it claims a DRA device, else 0.
+synthetic-only pool.
 
-A cluster's ``kubernetes_version`` decides which CEL library functions its selectors may use: a selector that does not
-compile for that version matches nothing there, and the explanation says so.
+A cluster's ``kubernetes_version`` decides which CEL library functions its selectors may use (a selector that does not
+compile for that version matches nothing there) and which allocator features its scheduler has (:mod:`dra.features`);
+the explanation says which.
 
 A CEL selector is compiled once per process and evaluated once per distinct device shape (memoised by expression and
 canonical device JSON), not once per pool, cluster or replica. An evaluation error (e.g. a missing attribute on a

@@ -177,18 +177,19 @@ class ResolvedRequest(_Record):
 
 
 # Defaults given explicitly: model_construct() computing a default_factory inspects its signature (slow, per call).
-_UNSET_REQUEST = {"tolerations": [], "capacity": None}
+def _unset() -> dict[str, Any]:
+    return {"tolerations": [], "capacity": None}
 
 
 def _trusted_request(r: Mapping[str, Any]) -> ResolvedRequest:
     alts = r.get("first_available")
     if alts is None:
-        return ResolvedRequest.model_construct(**{**_UNSET_REQUEST, **r})
+        return ResolvedRequest.model_construct(**{**_unset(), **r})
     return ResolvedRequest.model_construct(
         **{
-            **_UNSET_REQUEST,
+            **_unset(),
             **r,
-            "first_available": [ResolvedSubRequest.model_construct(**{**_UNSET_REQUEST, **a}) for a in alts],
+            "first_available": [ResolvedSubRequest.model_construct(**{**_unset(), **a}) for a in alts],
         }
     )
 
