@@ -33,7 +33,7 @@ _raw:
       C(label_cache), C(label_cluster), C(label_fleet), C(annotation_hydrated_by), C(annotation_placement),
       C(node_pool_label) (keys and values) and C(serving_kinds), C(workload_kinds) (lists of C({api_version, kind})).
     - The selectors and owner labels match the collection's objects of every fleet; C(label_fleet)
-      (C(gpufleet.io/fleet)) tells fleets apart - select one fleet's with the M(gpufleet.serving.fleet_owned#filter)
+      (C(gpufleet.io/fleet)) tells fleets apart - select one fleet's with the P(gpufleet.serving.fleet_owned#filter)
       filter.
   type: list
   elements: dict

@@ -54,9 +54,6 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.dra.constraints i
     DistinctAttribute,
     make,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.dra.constraints import (
-    MatchAttribute as MatchAttribute,  # re-exported: the allocator's constraint of design.md §3a
-)
 from ansible_collections.gpufleet.serving.plugins.module_utils.dra.features import ALL, Features
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     CLAIM_DEVICES_MAX,

@@ -406,7 +406,7 @@ def _staged_path_error(staged: Any, target: str) -> str | None:
     """Why ``staged`` is not a stage file beside ``target`` (the only thing a journal may move into place), or None."""
     if not isinstance(staged, str):
         return f"{staged!r:.80} is not a path"
-    head, _, name = staged.rpartition("/")
+    head, _sep, name = staged.rpartition("/")
     if head != target.rpartition("/")[0] or not name.startswith(f"{STAGE_PREFIX}{target.rpartition('/')[2]}."):
         return f"{staged!r:.200} is not a stage file beside {target!r:.200}"
     if "\\" in name or "\0" in name or "/" in name:

@@ -438,7 +438,7 @@ class Device(_Strict):
             dev = dict(dev)
             policies = {
                 **{k: v for k, v in self.capacity.items() if v.request_policy is not None},
-                **({k: v for k, v in self.instances[i].capacity.items()} if self.instances is not None else {}),
+                **(dict(self.instances[i].capacity) if self.instances is not None else {}),
             }
             for name, cap in policies.items():
                 if cap.request_policy is not None:

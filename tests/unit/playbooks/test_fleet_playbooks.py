@@ -17,9 +17,9 @@ REPO = Path(__file__).resolve().parents[3]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 
-def playbook(inventory: Path, name: str, *extra: str) -> str:
+def run_playbook(inventory: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(
+    return subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", str(inventory / "hosts.yml"), str(REPO / "playbooks" / name), *extra],
         capture_output=True,
         text=True,
@@ -27,6 +27,10 @@ def playbook(inventory: Path, name: str, *extra: str) -> str:
         cwd=REPO,
         check=False,
     )
+
+
+def playbook(inventory: Path, name: str, *extra: str) -> str:
+    proc = run_playbook(inventory, name, *extra)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
 
@@ -125,16 +129,8 @@ def test_a_planted_journal_never_reaches_outside_the_render_dir(tmp_path):
         json.dumps({"replace": [["../kubeconfig", stolen]], "remove": ["../victim.txt"]})
     )
     before = {p: p.read_text() for p in render.rglob("*.yaml")}
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"), ANSIBLE_NOCOLOR="1")
     for name in ("status.yml", "deploy.yml"):
-        proc = subprocess.run(
-            [str(ANSIBLE_PLAYBOOK), "-i", str(inventory / "hosts.yml"), str(REPO / "playbooks" / name), "-e", out],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=REPO,
-            check=False,
-        )
+        proc = run_playbook(inventory, name, "-e", out)
         assert proc.returncode != 0, name
         assert "refusing the commit journal" in proc.stdout, proc.stdout[-3000:]
         assert "s3cr3t" not in proc.stdout + proc.stderr
@@ -201,18 +197,6 @@ def _hosts(group: dict) -> set[str]:
     for child in ((group or {}).get("children") or {}).values():
         found |= _hosts(child)
     return found
-
-
-def run_playbook(inventory: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"), ANSIBLE_NOCOLOR="1")
-    return subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory / "hosts.yml"), str(REPO / "playbooks" / name), *extra],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
 
 
 def snapshot(render: Path) -> dict:

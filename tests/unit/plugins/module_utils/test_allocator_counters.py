@@ -92,9 +92,12 @@ def run(
     return result, [devs[d].name for d in result.devices]
 
 
-MEM = lambda q: {"memory": q}  # noqa: E731
-S1_8 = sets(counter_set_1=MEM("8Gi"))
-S1_18 = sets(counter_set_1=MEM("18Gi"))
+def mem(q):
+    return {"memory": q}
+
+
+S1_8 = sets(counter_set_1=mem("8Gi"))
+S1_18 = sets(counter_set_1=mem("18Gi"))
 MIN_6 = f'device.capacity["{DRIVER}"].memory.compareTo(quantity("6Gi")) >= 0'
 MIN_4 = f'device.capacity["{DRIVER}"].memory.compareTo(quantity("4Gi")) >= 0'
 NO_SCHEDULE = {"key": "taint-key", "value": "taint-value", "effect": "NoSchedule"}
@@ -102,7 +105,7 @@ NO_SCHEDULE = {"key": "taint-key", "value": "taint-value", "effect": "NoSchedule
 CASES = [
     # upstream: "partitionable-devices-single-device"
     pytest.param(
-        [dev("device1", (SET1, MEM("4Gi")))],
+        [dev("device1", (SET1, mem("4Gi")))],
         S1_8,
         claim(req("req-0")),
         set(),
@@ -165,9 +168,9 @@ CASES = [
     # 8Gi counter beside it, so req-1 takes its second alternative, device3.
     pytest.param(
         [
-            dev("device1", (SET1, MEM("4Gi")), capacity=True),
-            dev("device2", (SET1, MEM("6Gi")), capacity=True),
-            dev("device3", (SET1, MEM("4Gi")), capacity=True),
+            dev("device1", (SET1, mem("4Gi")), capacity=True),
+            dev("device2", (SET1, mem("6Gi")), capacity=True),
+            dev("device3", (SET1, mem("4Gi")), capacity=True),
         ],
         S1_8,
         claim(req("req-0"), first_available("req-1", req("subreq-0", 1, MIN_6), req("subreq-1", 1, MIN_4))),
@@ -179,7 +182,7 @@ CASES = [
     ),
     # upstream: "partitionable-devices-multiple-devices"
     pytest.param(
-        [dev("device1", (SET1, MEM("4Gi"))), dev("device2", (SET1, MEM("6Gi"))), dev("device3", (SET1, MEM("4Gi")))],
+        [dev("device1", (SET1, mem("4Gi"))), dev("device2", (SET1, mem("6Gi"))), dev("device3", (SET1, mem("4Gi")))],
         S1_8,
         claim(req("req-0"), req("req-1")),
         set(),
@@ -205,7 +208,7 @@ CASES = [
     ),
     # upstream: "partitionable-devices-unused-counters-in-counter-set"
     pytest.param(
-        [dev("device1", (SET1, MEM("5Gi"))), dev("device2", (SET1, MEM("4Gi"))), dev("device3", (SET1, MEM("4Gi")))],
+        [dev("device1", (SET1, mem("5Gi"))), dev("device2", (SET1, mem("4Gi"))), dev("device3", (SET1, mem("4Gi")))],
         sets(counter_set_1={"memory": "8Gi", "unused": "1Gi"}),
         claim(req("req-0", 2)),
         set(),
@@ -216,7 +219,7 @@ CASES = [
     ),
     # upstream: "partitionable-devices-no-capacity-available" -- device2 (16Gi of 18Gi) is allocated: nothing left.
     pytest.param(
-        [dev("device1", (SET1, MEM("4Gi"))), dev("device2", (SET1, MEM("16Gi")))],
+        [dev("device1", (SET1, mem("4Gi"))), dev("device2", (SET1, mem("16Gi")))],
         S1_18,
         claim(req("req-0")),
         {"device2-0"},
@@ -228,7 +231,7 @@ CASES = [
     # upstream: "partitionable-devices-overallocated-capacity-pool" -- 20Gi of 18Gi allocated: every counter-consuming
     # device is blocked.
     pytest.param(
-        [dev("device1", (SET1, MEM("4Gi"))), dev("device2", (SET1, MEM("20Gi")))],
+        [dev("device1", (SET1, mem("4Gi"))), dev("device2", (SET1, mem("20Gi")))],
         S1_18,
         claim(req("req-0")),
         {"device2-0"},
@@ -239,7 +242,7 @@ CASES = [
     ),
     # upstream: "partitionable-devices-disabled-device-consumes-counters"
     pytest.param(
-        [dev("device1", (SET1, MEM("4Gi")))],
+        [dev("device1", (SET1, mem("4Gi")))],
         S1_18,
         claim(req("req-0")),
         set(),
@@ -250,7 +253,7 @@ CASES = [
     ),
     # upstream: "partitionable-devices-disabled-other-device-do-not-consume-counters"
     pytest.param(
-        [dev("device1", (SET1, MEM("4Gi"))), {"name": "device2", "driver": DRIVER, "device_class_name": CLASS}],
+        [dev("device1", (SET1, mem("4Gi"))), {"name": "device2", "driver": DRIVER, "device_class_name": CLASS}],
         S1_18,
         claim(req("req-0")),
         set(),
@@ -277,9 +280,9 @@ CASES = [
     # upstream: "allow-multiple-allocations-with-partitionable-device"
     pytest.param(
         [
-            dev("device1", (SET1, MEM("4Gi")), capacity=True, multi=True),
-            dev("device2", (SET1, MEM("6Gi")), capacity=True, multi=True),
-            dev("device3", (SET1, MEM("4Gi")), capacity=True, multi=True),
+            dev("device1", (SET1, mem("4Gi")), capacity=True, multi=True),
+            dev("device2", (SET1, mem("6Gi")), capacity=True, multi=True),
+            dev("device3", (SET1, mem("4Gi")), capacity=True, multi=True),
         ],
         S1_8,
         claim(req("req-0"), first_available("req-1", req("subreq-0", 1, MIN_6), req("subreq-1", 1, MIN_4))),
@@ -371,7 +374,7 @@ def test_counter_references_are_validated():
     with pytest.raises(
         FleetValidationError, match="consumes counter set 'nope', which shared_counters does not define"
     ):
-        models.parse(models.InferenceClass, {"devices": [dev("d", ("nope", MEM("1")))], "shared_counters": S1_8}, "c")
+        models.parse(models.InferenceClass, {"devices": [dev("d", ("nope", mem("1")))], "shared_counters": S1_8}, "c")
     with pytest.raises(FleetValidationError, match=r"consumes counter\(s\) cpus that counter set 'counter-set-1'"):
         models.parse(
             models.InferenceClass, {"devices": [dev("d", (SET1, {"cpus": "1"}))], "shared_counters": S1_8}, "c"
@@ -382,8 +385,8 @@ def test_counter_references_are_validated():
         FleetValidationError, match="9 counter sets for driver driver-a; a ResourceSlice holds at most 8"
     ):
         models.parse(models.InferenceClass, {"devices": consumers, "shared_counters": many}, "c")
-    three = dev("d", (SET1, MEM("1")), (SET2, MEM("1")), ("x", MEM("1")))
+    three = dev("d", (SET1, mem("1")), (SET2, mem("1")), ("x", mem("1")))
     with pytest.raises(FleetValidationError, match="at most 2"):
         models.parse(models.InferenceClass, {"devices": [three], "shared_counters": S1_8}, "c")
     with pytest.raises(FleetValidationError, match="must be a DNS label once"):
-        models.parse(models.InferenceClass, {"devices": [dev("d")], "shared_counters": sets(Bad_Name=MEM("1"))}, "c")
+        models.parse(models.InferenceClass, {"devices": [dev("d")], "shared_counters": sets(Bad_Name=mem("1"))}, "c")

@@ -42,11 +42,11 @@ from test_allocator_upstream import (
 from ansible_collections.gpufleet.serving.plugins.module_utils import models
 from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import (
     Allocation,
-    MatchAttribute,
     allocate,
     lookup_attribute,
     node_devices,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.constraints import MatchAttribute
 
 
 def run(devices: list[dict[str, Any]], node_selector: dict[str, Any], taken: set[int]) -> tuple[Allocation, list[str]]:

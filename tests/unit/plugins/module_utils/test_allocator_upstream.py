@@ -87,11 +87,11 @@ from ansible_collections.gpufleet.serving.plugins.module_utils import models
 from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import (
     SEARCH_BUDGET,
     Allocation,
-    MatchAttribute,
     allocate,
     lookup_attribute,
     node_devices,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.constraints import MatchAttribute
 from ansible_collections.gpufleet.serving.plugins.module_utils.dra_cel import SelectorCompileError
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
 from ansible_collections.gpufleet.serving.plugins.module_utils.placement import SELECTORS

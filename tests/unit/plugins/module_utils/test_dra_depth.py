@@ -14,11 +14,11 @@ import k8s_schemas
 import pytest
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import (
-    MatchAttribute,
     allocate,
     lookup_attribute,
     node_devices,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.constraints import MatchAttribute
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     InferenceClass,

@@ -80,7 +80,7 @@ def test_the_fleet_label_is_managed_and_in_the_role_contract():
 )
 def test_a_missing_or_invalid_fleet_name_is_a_field_error_saying_what_to_set(name, fragment):
     errors = fleet_identity_errors(name)
-    assert [path for path, _ in errors] == [FLEET_NAME_VAR]
+    assert [path for path, _reason in errors] == [FLEET_NAME_VAR]
     assert fragment in errors[0][1]
     if name is None:
         assert f"`{FLEET_NAME_VAR}: prod`" in errors[0][1] and ADOPT_UNLABELLED_VAR in errors[0][1]

@@ -43,9 +43,10 @@ KEY_DEFAULTS = {"protocol": "TCP"}  # a key field the API server defaults before
 ATOMIC = {"selector", "nodeSelector", "fieldRef", "secretKeyRef", "configMapKeyRef"}
 
 
-def fields_v1(value, key=None, list_keys=LIST_KEYS):
+def fields_v1(value, key=None, list_keys=None):
     """The field set server-side apply records for an applied object (structured-merge-diff's ToFieldSet, as
     managedFields' fieldsV1 serialises it) - identity fields left out, as the API server does."""
+    list_keys = LIST_KEYS if list_keys is None else list_keys
     if isinstance(value, dict) and key in ATOMIC:
         return {}
     if isinstance(value, dict):

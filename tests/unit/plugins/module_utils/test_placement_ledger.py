@@ -220,7 +220,7 @@ def test_two_records_holding_one_device_show_as_overcommit():
     other = run(deployment("other", requests=[request(selectors=[IS_H100])]), [cluster("a", H8)], clash)
     assert other["scheduled"] == 1  # gpu-1 is free on node 0
     ours = run(dep, [cluster("a", H8)], clash)
-    assert [a for a in allocations(ours)] == [(0, ["gpu-0"]), (1, ["gpu-0"])]
+    assert list(allocations(ours)) == [(0, ["gpu-0"]), (1, ["gpu-0"])]
     assert ours["overcommitted"] == [{"cluster": "a", "pool": "p", "nodes": 1, "used": 2}]
     assert ours["condition"]["reason"] == "PoolOvercommitted"
 
