@@ -304,6 +304,12 @@ def validate_fleet(
     # Deployments --------------------------------------------------------------------------------------------------
     parsed_deployments: list[ModelDeployment] = []
     seen: set[str] = set()
+    # The fleet's device vocabulary, when every class is valid (a class that failed would make its names "unknown").
+    vocab = None
+    if check_selectors and isinstance(classes, Mapping) and len(parsed_classes) == len(classes):
+        from ansible_collections.gpufleet.serving.plugins.module_utils.vocabulary import fleet_vocabulary
+
+        vocab = fleet_vocabulary(parsed_classes)
     for i, ddata in enumerate(_as_list(deployments, DEPLOYMENTS_VAR, errors)):
         prefix = f"{DEPLOYMENTS_VAR}[{i}]"
         model = _validate(ModelDeployment, ddata, prefix, errors)
@@ -314,6 +320,10 @@ def validate_fleet(
             continue
         seen.add(model.name)
         errors.extend(deployment_reference_errors(model, prefix, cache_names, check_selectors=check_selectors))
+        if vocab is not None:
+            from ansible_collections.gpufleet.serving.plugins.module_utils.vocabulary import deployment_errors
+
+            errors.extend(deployment_errors(model, prefix, vocab))
         parsed_deployments.append(model)
 
     # Every path names the list items on it: gpufleet_model_deployments[2] (qwen2-5-7b).engines[0] (tp8)...

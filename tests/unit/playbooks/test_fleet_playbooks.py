@@ -216,7 +216,14 @@ def test_a_selector_typo_on_a_running_deployment_fails_before_anything_is_writte
     text = deployments.read_text()
     typo = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("16Gi")) >= 0'
     assert typo in text
+    # A domain typo is a validation error naming the field, before anything is read or written.
     deployments.write_text(text.replace(typo, 'device.capacity["nvidia.com"].memory.compareTo(quantity("16Gi")) >= 0'))
+    proc = run_playbook(inventory, "deploy.yml", "-e", out)
+    assert proc.returncode != 0
+    assert "capacity domain 'nvidia.com' is published by no inference class of the fleet" in proc.stdout
+    assert snapshot(render) == before
+    # A selector that names real attributes but that no pool satisfies: the guarded shrink stops the run.
+    deployments.write_text(text.replace(typo, typo.replace('"16Gi"', '"16Ti"')))
 
     proc = run_playbook(inventory, "deploy.yml", "-e", out)
     assert proc.returncode != 0

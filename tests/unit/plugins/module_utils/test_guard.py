@@ -15,7 +15,9 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.guard import (
     parse_names,
 )
 
-TYPO = 'device.capacity["nvidia.com"].memory.compareTo(quantity("16Gi")) >= 0'
+# A selector change that still names real attributes but that no pool satisfies any more (a domain typo such as
+# device.capacity["nvidia.com"] is caught earlier, by the fleet's vocabulary: test_vocabulary.py).
+TYPO = 'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("16Ti")) >= 0'
 
 
 def with_typo() -> dict:
