@@ -8,6 +8,9 @@ for dir in molecule/*/; do
   scenario=$(basename "$dir")
   [ -f "$dir/molecule.yml" ] || continue
   echo "== molecule test -s $scenario"
+  # A scenario's ephemeral directory (~/.ansible/tmp/molecule.<hash>.<scenario>) outlives the run and is shared by
+  # every checkout at the same path: start each scenario from an empty one (a stale render dir fails a converge).
+  molecule reset -s "$scenario" >/dev/null 2>&1 || true
   molecule test -s "$scenario" || { echo "molecule scenario $scenario FAILED"; status=1; }
 done
 exit $status

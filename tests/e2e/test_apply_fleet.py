@@ -224,6 +224,41 @@ def test_second_run_changes_nothing(fleet: Fleet) -> None:
     assert owned_versions(fleet) == before  # not a single write to an owned object
 
 
+def test_a_selector_typo_on_a_running_deployment_changes_nothing(fleet: Fleet) -> None:
+    """Issue 25: a selector typo that still compiles dropped every replica of a running model (rc 0). Now a domain
+    typo is a validation error and a selector no pool satisfies is a blocked capacity loss: either way nothing is
+    applied or pruned."""
+    import yaml
+
+    path = fleet.inventory / "group_vars" / "all" / "deployments.yml"
+    original = path.read_text()
+    before = owned_versions(fleet)
+    chat = replicas(fleet, "chat")
+    data = yaml.safe_load(original)
+    (dep,) = [d for d in data["gpufleet_model_deployments"] if d["name"] == "chat"]
+    request = dep["engines"][0]["members"][0]["node_selector"]["devices"][0]
+    try:
+        for cel, says in (
+            (
+                'device.capacity["nvidia.com"].memory.compareTo(quantity("1Gi")) >= 0',
+                "capacity domain 'nvidia.com' is published by no inference class of the fleet",
+            ),
+            (
+                'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("1Ei")) >= 0',
+                "would leave with fewer replicas than are serving now: chat",
+            ),
+        ):
+            request["selectors"] = [{"cel": cel}]
+            path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
+            proc = fleet.playbook("deploy.yml", check=False)
+            assert proc.returncode != 0, proc.stdout[-3000:]
+            assert says in proc.stdout, proc.stdout[-3000:]
+            assert owned_versions(fleet) == before  # not a single write or delete
+            assert replicas(fleet, "chat") == chat
+    finally:
+        path.write_text(original)
+
+
 def test_a_value_changed_by_hand_is_put_back(fleet: Fleet) -> None:
     host, name = next((h, r) for (h, _i), r in replicas(fleet, "chat").items())
     (dep,) = [d for d in fleet.list(host, "apps", "v1", "deployments", OWNER) if d["metadata"]["name"].startswith(name)]
@@ -1311,10 +1346,11 @@ def test_caches_apply_and_hydration_job_completes(fleet: Fleet) -> None:
 
 def test_status_reads_the_placement_back_from_the_clusters(fleet: Fleet) -> None:
     (fleet.work / "placement-state.json").unlink()  # status must not need it
-    out = fleet.playbook("status.yml").stdout
+    report = fleet.work / "report-status.json"
+    out = fleet.playbook("status.yml", "-e", f"gpufleet_report_file={report}").stdout
     assert "The fleet is placed as its deployments ask." in out, out[-3000:]
-    line = next(ln for ln in out.splitlines() if re.match(r'\s*"?chat\s', ln))
-    assert "4" in line
+    chat = json.loads(report.read_text())["deployments"]["chat"]
+    assert chat["scheduled"] == chat["desired"] == len(replicas(fleet, "chat")), chat
 
 
 def test_teardown_leaves_no_owned_object(fleet: Fleet) -> None:
