@@ -13,13 +13,13 @@ either way.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
+from ansible_collections.gpufleet.serving.plugins.module_utils.suggest import did_you_mean
 
 
 @dataclass
@@ -81,20 +81,11 @@ def parse_names(value: Any, known: Sequence[str], path: str, what: str = "cluste
     """A list of names that must all be ``known`` (a typo names nothing, silently, otherwise), in its YAML or survey
     form; sorted and unique."""
     names = sorted(set(_survey_list(value, path, what)))
-    unknown = [n for n in names if n not in set(known)]
+    unknown = sorted(set(names) - set(known))
     if unknown:
         one = what[:-1] if what.endswith("s") else what
-        raise FleetValidationError([(path, f"unknown {one} {n!r}{_did_you_mean(n, known)}") for n in unknown])
+        raise FleetValidationError([(path, f"unknown {one} {n!r}{did_you_mean(n, known)}") for n in unknown])
     return names
-
-
-def _did_you_mean(name: str, known: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return (
-        f" (did you mean {close[0]!r}? known: {', '.join(sorted(known))})"
-        if close
-        else (f" (known: {', '.join(sorted(known))})")
-    )
 
 
 def parse_allow(value: Any, deployments: Sequence[str], path: str = "gpufleet_allow_capacity_loss") -> bool | set[str]:

@@ -407,9 +407,8 @@ def _staged_path_error(staged: Any, target: str) -> str | None:
     if not isinstance(staged, str):
         return f"{staged!r:.80} is not a path"
     head, _sep, name = staged.rpartition("/")
-    if head != target.rpartition("/")[0] or not name.startswith(f"{STAGE_PREFIX}{target.rpartition('/')[2]}."):
-        return f"{staged!r:.200} is not a stage file beside {target!r:.200}"
-    if "\\" in name or "\0" in name or "/" in name:
+    directory, _sep, base = target.rpartition("/")
+    if head != directory or not name.startswith(f"{STAGE_PREFIX}{base}.") or "\\" in name or "\0" in name:
         return f"{staged!r:.200} is not a stage file beside {target!r:.200}"
     return None
 

@@ -33,3 +33,12 @@ def _load() -> dict[str, Any]:
 def example_fleet() -> dict[str, Any]:
     """A fresh deep copy each call: ``{classes, deployments, caches, hosts, fleet_name}``; tests may mutate it."""
     return copy.deepcopy(_load())
+
+
+def copy_example_inventory(dest: Path) -> Path:
+    """A copy of the example inventory at ``dest``, without the run state a ``make demo`` leaves beside it
+    (``.gpufleet/``: placement state, report, fleet picture): a test starts from the inventory alone."""
+    import shutil
+
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns(".gpufleet"))
+    return dest

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import fleet_view_case as case
 import pytest
+from example_fleet import copy_example_inventory
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_html import PALETTE, render_html
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_view import build_view
@@ -149,7 +150,7 @@ def rgb(hex_colour: str) -> tuple[int, int, int]:
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
 def test_the_example_fleet_picture_in_a_browser(chromium, tmp_path):
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
+    copy_example_inventory(inventory)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(
         [

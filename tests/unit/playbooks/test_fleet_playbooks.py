@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from example_fleet import copy_example_inventory
 
 REPO = Path(__file__).resolve().parents[3]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -35,17 +35,23 @@ def playbook(inventory: Path, name: str, *extra: str) -> str:
     return proc.stdout
 
 
+def deployed_example(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A copy of the example inventory, deployed once in render mode: (inventory, render dir, its ``-e`` value)."""
+    inventory = tmp_path / "inventory"
+    copy_example_inventory(inventory)
+    render = tmp_path / "rendered"
+    out = f"gpufleet_render_dir={render}"
+    playbook(inventory, "deploy.yml", "-e", out)
+    return inventory, render, out
+
+
 def clusters_of(render_dir: Path, deployment: str) -> set[str]:
     return {p.parts[-3] for p in render_dir.glob(f"*/*/service-{deployment}-*.yaml")}
 
 
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
 def test_drain_persists_moves_replicas_and_undrains(tmp_path):
-    inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
-    render = tmp_path / "rendered"
-    out = f"gpufleet_render_dir={render}"
-    playbook(inventory, "deploy.yml", "-e", out)
+    inventory, render, out = deployed_example(tmp_path)
     before = clusters_of(render, "qwen-demo")
     assert len(before) == 3
     drained = sorted(before)[0]
@@ -72,7 +78,7 @@ def test_drain_persists_moves_replicas_and_undrains(tmp_path):
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
 def test_drain_requires_a_fleet_cluster(tmp_path):
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
+    copy_example_inventory(inventory)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(
         [
@@ -96,11 +102,7 @@ def test_drain_requires_a_fleet_cluster(tmp_path):
 
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
 def test_status_reports_without_writing(tmp_path):
-    inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
-    render = tmp_path / "rendered"
-    out = f"gpufleet_render_dir={render}"
-    playbook(inventory, "deploy.yml", "-e", out)
+    inventory, render, out = deployed_example(tmp_path)
     before = {p: p.stat().st_mtime_ns for p in render.rglob("*.yaml")}
 
     assert "The fleet is placed as its deployments ask." in playbook(inventory, "status.yml", "-e", out)
@@ -114,11 +116,7 @@ def test_status_reports_without_writing(tmp_path):
 def test_a_planted_journal_never_reaches_outside_the_render_dir(tmp_path):
     """The render directory is a Git working tree: a committed ``.gpufleet/commit.json`` naming files outside it must
     not make deploy.yml delete one and move another (a kubeconfig) in, nor make the read-only status.yml write."""
-    inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
-    render = tmp_path / "rendered"
-    out = f"gpufleet_render_dir={render}"
-    playbook(inventory, "deploy.yml", "-e", out)
+    inventory, render, out = deployed_example(tmp_path)
     victim, kubeconfig = tmp_path / "victim.txt", tmp_path / "kubeconfig"
     victim.write_text("keep me")
     kubeconfig.write_text("users: [{user: {token: s3cr3t}}]")
@@ -161,7 +159,7 @@ def published_stats(inventory: Path, *extra: str) -> tuple[int, dict]:
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
 def test_deploy_publishes_the_placement_for_awx_workflows(tmp_path):
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
+    copy_example_inventory(inventory)
     hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
     clusters = {h for group in hosts["all"]["children"].values() for h in _hosts(group)}
     desired = {
@@ -206,11 +204,7 @@ def snapshot(render: Path) -> dict:
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
 def test_a_selector_typo_on_a_running_deployment_fails_before_anything_is_written(tmp_path):
     """Issue 25: a selector typo that still compiles dropped every replica of a running model, rc 0."""
-    inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
-    render = tmp_path / "rendered"
-    out = f"gpufleet_render_dir={render}"
-    playbook(inventory, "deploy.yml", "-e", out)
+    inventory, render, out = deployed_example(tmp_path)
     before = snapshot(render)
     deployments = inventory / "group_vars" / "all" / "deployments.yml"
     text = deployments.read_text()
@@ -241,11 +235,7 @@ def test_a_selector_typo_on_a_running_deployment_fails_before_anything_is_writte
 
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
 def test_min_available_allows_a_loss_that_keeps_enough_replicas(tmp_path):
-    inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
-    render = tmp_path / "rendered"
-    out = f"gpufleet_render_dir={render}"
-    playbook(inventory, "deploy.yml", "-e", out)
+    inventory, render, out = deployed_example(tmp_path)
     cluster = sorted(clusters_of(render, "qwen-demo"))[0]
     # The cluster leaves qwen-demo's candidates: 3 serving, 2 other clusters with room for 1 more each? No: the
     # example has one GPU pool per cluster, so the replica cannot move - a loss of one.
@@ -279,7 +269,7 @@ def test_min_available_allows_a_loss_that_keeps_enough_replicas(tmp_path):
 )
 def test_a_typo_in_the_drained_clusters_is_an_error(tmp_path, value, error):
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
+    copy_example_inventory(inventory)
     render = tmp_path / "rendered"
     proc = run_playbook(
         inventory, "deploy.yml", "-e", f"gpufleet_render_dir={render}", "-e", f"gpufleet_drained_clusters={value}"
@@ -292,11 +282,7 @@ def test_a_typo_in_the_drained_clusters_is_an_error(tmp_path, value, error):
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
 def test_survey_forms_of_the_drained_clusters_drain_every_named_cluster(tmp_path):
     """A survey sends text: a JSON list, or names separated by ', ' (whose space once dropped the second name)."""
-    inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
-    render = tmp_path / "rendered"
-    out = f"gpufleet_render_dir={render}"
-    playbook(inventory, "deploy.yml", "-e", out)
+    inventory, render, out = deployed_example(tmp_path)
     two = sorted(clusters_of(render, "qwen-demo"))[:2]
     for form in (json.dumps(two), ", ".join(two)):
         proc = run_playbook(inventory, "status.yml", "-e", out, "-e", json.dumps({"gpufleet_drained_clusters": form}))
@@ -307,7 +293,7 @@ def test_survey_forms_of_the_drained_clusters_drain_every_named_cluster(tmp_path
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
 def test_teardown_with_a_mistyped_mode_fails(tmp_path):
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
+    copy_example_inventory(inventory)
     proc = run_playbook(inventory, "teardown.yml", "-e", "teardown_confirm=true", "-e", "gpufleet_mode=aply")
     assert proc.returncode != 0
     assert "gpufleet_mode: must be one of render, apply (got aply)" in proc.stdout

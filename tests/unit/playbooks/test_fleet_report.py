@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from example_fleet import copy_example_inventory
 
 REPO = Path(__file__).resolve().parents[3]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -29,7 +30,7 @@ def inventory(tmp_path: Path, llama_replicas: int = 6) -> Path:
     explains a shortfall, with CEL selectors in it; deepseek-v3, placed after it, finds no node left), and a value in a
     pod template that must never reach the report."""
     inv = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inv)
+    copy_example_inventory(inv)
     path = inv / "group_vars" / "all" / "deployments.yml"
     data = yaml.safe_load(path.read_text())
     for dep in data["gpufleet_model_deployments"]:

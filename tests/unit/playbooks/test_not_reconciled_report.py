@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from example_fleet import copy_example_inventory
 
 REPO = Path(__file__).resolve().parents[3]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -28,7 +28,7 @@ def closed_port() -> int:
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
 def test_each_cluster_not_reconciled_is_named_with_its_reason_on_its_own_line(tmp_path):
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
+    copy_example_inventory(inventory)
     (inventory / "group_vars" / "all" / "mode.yml").write_text("---\ngpufleet_mode: apply\n")
     port = closed_port()
     clusters = sorted(p.stem for p in (inventory / "host_vars").glob("*.yml"))

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from example_fleet import copy_example_inventory
 
 REPO = Path(__file__).resolve().parents[3]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 def inventory(tmp_path: Path) -> Path:
     inv = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inv)
+    copy_example_inventory(inv)
     return inv
 
 

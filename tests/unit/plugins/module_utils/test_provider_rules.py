@@ -4,7 +4,6 @@ messages provisioning gives, and the example inventory passes both validation an
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from example_fleet import example_fleet
+from example_fleet import copy_example_inventory, example_fleet
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import eks, gke, provider_rules
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
@@ -316,7 +315,7 @@ def test_the_tables_are_consistent():
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
 def test_validate_playbook_rejects_provider_rule_violations_naming_the_fields(tmp_path):
     inventory = tmp_path / "inventory"
-    shutil.copytree(REPO / "inventories" / "example", inventory)
+    copy_example_inventory(inventory)
     host_file = inventory / "host_vars" / f"{EKS}.yml"
     host = yaml.safe_load(host_file.read_text())
     host["gpufleet_node_pools"][1]["zones"] = ["us-east-1a", "us-east-1b"]
