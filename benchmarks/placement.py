@@ -42,7 +42,7 @@ if (ROOT / ".venv" / "collections").is_dir():  # a checkout set up by `make setu
     sys.path.insert(0, str(ROOT / ".venv" / "collections"))
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel  # noqa: E402
-from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import node_devices  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.allocator import node_devices  # noqa: E402
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (  # noqa: E402
     InferenceClass,
     ModelDeployment,

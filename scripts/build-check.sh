@@ -7,6 +7,10 @@ trap 'rm -rf "$out"' EXIT
 ansible-galaxy collection build --force --output-path "$out" . >/dev/null
 ls "$out"/gpufleet-serving-*.tar.gz >/dev/null
 echo "built $(basename "$out"/gpufleet-serving-*.tar.gz)"
+# awx/ ships as data (job templates, surveys, workflow, project skeleton: docs/awx.md).
+for f in awx/import.yml awx/job_templates.yml awx/workflow.yml awx/project/gpufleet/apply.yml; do
+  tar tzf "$out"/gpufleet-serving-*.tar.gz | grep -qx "$f" || { echo "the tarball lacks $f" >&2; exit 1; }
+done
 
 # What the README tells a user to do from their own repository: install the tarball beside an inventory (no Galaxy:
 # --no-deps, the ansible package ships the dependencies) and run the playbooks by their fully qualified names, with

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import render
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends import serving_kinds
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import serving_kinds
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     SERVING_OWNER,
     FleetIdentity,
@@ -26,6 +26,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import 
     skipped_holds,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import write_atomic
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan import plan_record_object
 from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import DeploymentRollout, budgets
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
@@ -58,13 +59,22 @@ class ActionModule(GpufleetAction):
             desired = {c: rendered.get(c, []) for c in args["connections"]}
         else:
             desired = args["objects_by_cluster"]
+        kinds = [(k.api_version, k.kind) for k in serving_kinds()]
+        if args["plan_record"]:
+            # Which plan each cluster was last applied with: a ConfigMap beside the serving objects (an apply of an
+            # older plan is refused; gpufleet.serving.fleet_plan reads it back). Listed with them, so it is current.
+            record = plan_record_object(args["plan_record"], identity.name)
+            desired = {c: [*objs, record] for c, objs in desired.items()}
+            kinds.append(("v1", "ConfigMap"))
         strays = sorted(set(desired) - set(args["connections"]))
         if strays and any(desired[c] for c in strays):
             raise GpufleetError(f"objects_by_cluster names clusters without a connection: {', '.join(strays)}")
         apis, lost = connect(args["connections"], args["request_timeout"])
         hold, keep = skipped_holds(args["unreadable"])
+        # A partial apply of a plan: deployments whose new replicas are outside the play (plan.held_outside).
+        hold = sorted({*hold, *(str(d) for d in args["hold_deployments"])})
         opts = ReconcileOptions(
-            kinds=[(k.api_version, k.kind) for k in serving_kinds()],
+            kinds=kinds,
             owner_selector=selector(SERVING_OWNER),
             field_manager=args["field_manager"],
             wait=args["wait"],

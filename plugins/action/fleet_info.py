@@ -6,13 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import backends, dra_cel, quantity, semver
+from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel, quantity, semver
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends import registry
 from ansible_collections.gpufleet.serving.plugins.module_utils.connection import CONNECTION_VARS, kube_connections
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
-    ADOPT_UNLABELLED_VAR,
-    FLEET_NAME_VAR,
-    role_contract,
-)
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import ADOPT_UNLABELLED_VAR, FLEET_NAME_VAR
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import (
     CACHES_VAR,
@@ -23,6 +20,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.contract import role_contract
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.inventory import (
     host_groups,
     pattern_resolver,
@@ -32,7 +30,7 @@ from ansible_collections.gpufleet.serving.plugins.plugin_utils.inventory import 
 # that validates is forked: Ansible's collection loader compiles collection source at every import (it keeps no
 # bytecode), so a module first imported in a worker is compiled again there, and later again in the parent
 # (dra_cel alone takes 60 ms to compile).
-PRELOADED = (backends, dra_cel, quantity, semver)
+PRELOADED = (registry, dra_cel, quantity, semver)
 
 
 class ActionModule(GpufleetAction):
@@ -70,6 +68,7 @@ class ActionModule(GpufleetAction):
             fleet_name=arg_or_var("fleet_name", FLEET_NAME_VAR),
             adopt_unlabelled=arg_or_var("adopt_unlabelled", ADOPT_UNLABELLED_VAR),
             require_name=True,
+            partial=args["partial"],
         )
         result = {"changed": False, "fleet": fleet.to_dict(), "summary": fleet.summary(), "contract": role_contract()}
         if args["pin_connections"] is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends import SERVICE_KIND, workload_kinds
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import SERVICE_KIND, workload_kinds
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     LABEL_DEPLOYMENT,
     SERVING_OWNER,
@@ -14,6 +14,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction, read_objects
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan_io import write_applied
 from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import budgets, object_key, plan_render
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
@@ -37,12 +38,18 @@ class ActionModule(GpufleetAction):
         if args["render_dir"]:
             # Everything is rendered above, and every cluster planned below, before the first file is written; the
             # commit writes all clusters or none.
+            # gitops: every file gets its GitOps sync wave; the namespaces the files use get Namespace files.
             txn = Transaction(
-                args["render_dir"], check_mode=bool(self._task.check_mode), expect_token=args["render_token"]
+                args["render_dir"],
+                check_mode=bool(self._task.check_mode),
+                expect_token=args["render_token"],
+                gitops=args["gitops"],
             )
             # Objects placement skipped (unreadable placement annotation): nothing of their deployments is pruned, and
             # an object that names no deployment is kept.
             held = {str(s["deployment"]) for s in args["unreadable"] if s.get("deployment")}
+            # A partial apply of a plan: deployments whose new replicas are outside the play (plan.held_outside).
+            held |= {str(d) for d in args["hold_deployments"]}
             kept = {str(s["path"]) for s in args["unreadable"] if s.get("path")}
 
             # Rolling updates (module_utils/rollout.py): the render directory is what GitOps serves, so of the
@@ -69,15 +76,25 @@ class ActionModule(GpufleetAction):
                 later = rollout.held_back.get(cluster, set())
                 now = [o for o in objs if object_key(o) not in later] if later else objs
                 txn.plan(cluster, now, SERVING_OWNER, prune=args["prune"], keep=keep, fleet=fleet)
-            if args["prune"]:
+            if args["prune"] and args["prune_other_clusters"]:
                 txn.prune_other_clusters(objects, SERVING_OWNER, keep_file=keep, fleet=fleet)
             outcome = txn.commit()
+            if args["plan_record"] and not self._task.check_mode:
+                # Which plan each cluster's files now come from (an older plan is refused by the next apply).
+                write_applied(args["render_dir"], objects, args["plan_record"])
             result = {
                 "written": outcome.written,
                 "removed": outcome.removed,
                 "unchanged": outcome.unchanged,
                 "removed_clusters": outcome.removed_clusters,
+                "files": outcome.files(),
+                "file_lines": outcome.lines(),
                 "rollout": rollout.to_dict(),
                 "rollout_lines": rollout.lines(),
             }
-        return {"changed": bool(result["written"] or result["removed"]), "objects_by_cluster": objects, **result}
+        changed = bool(result["written"] or result["removed"])
+        if args["render_dir"]:
+            # The objects are in the render directory: returned too, they made the task's result larger than AWX
+            # stores an event (700,000 characters; about 1 MB for 100 clusters and 200 replicas), so AWX dropped it.
+            return {"changed": changed, **result}
+        return {"changed": changed, "objects_by_cluster": objects, **result}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.artifacts import bounded_results, placement_summary
 from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import pool_notes, usable_nodes
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     LABEL_CLUSTER,
@@ -22,6 +23,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.guard import (
     parse_names,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects, recover, tree_token
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan_io import make_plan
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -36,6 +38,8 @@ class ActionModule(GpufleetAction):
         drained = parse_names(args["drained"], cluster_names, "gpufleet_drained_clusters")
         cordoned = parse_names(args["cordoned"], cluster_names, "gpufleet_cordoned_clusters")
         allow = parse_allow(args["allow_capacity_loss"], [d["name"] for d in fleet["deployments"]])
+        names = [d["name"] for d in fleet["deployments"]]
+        explain = parse_names(args["explain"], names, "gpufleet_explain", "deployments")  # explained even when Ready
         # (cluster read from, object, file): each object's annotation is read on its own; one that cannot be read is
         # skipped, named by cluster, namespace and name, and holds its deployment's objects from pruning.
         objects: list[tuple[str, dict[str, Any], str | None]] = [
@@ -65,7 +69,10 @@ class ActionModule(GpufleetAction):
                 item[2] if item[2] else describe_object(item[1], item[0]) for item in owned.undecided
             )
         seen = observe(owned.mine)
-        observed = [r for r in seen.replicas() if r["cluster"] not in unreachable]
+        # Apply mode: what an unreachable cluster runs is not known; it keeps what was recorded at the last successful
+        # run (fallback_replicas). Render mode: the render directory is the record (observed capacity may still find
+        # a cluster unreachable: it takes no new replicas and keeps its files' replicas).
+        observed = [r for r in seen.replicas() if args["render_dir"] or r["cluster"] not in unreachable]
         # A cluster that could not be read keeps the replicas it had at the last successful run.
         observed += [r for r in args["fallback_replicas"] if r.get("cluster") in unreachable]
         # Observed capacity and drift, as fleet_read observed it on the reachable clusters.
@@ -80,8 +87,8 @@ class ActionModule(GpufleetAction):
             capacity_notes=pool_notes(states),
             force_drain=args["force_drain"],
         )
-        results = {name: {k: v for k, v in res.items() if k != "replicas"} for name, res in outcome.results.items()}
         shortfalls, degraded, status = outcome.shortfalls(), outcome.degraded(), outcome.statuses()
+        results = bounded_results(outcome.results, status, explain=explain)  # issue 26: bounded at any fleet size
         # Guarded shrink: what this run removes, and whether a deployment would lose serving capacity.
         floors = {d["name"]: (d.get("disruption") or {}).get("min_available") for d in fleet["deployments"]}
         losses = capacity_losses(outcome.results, observed, allow=allow, min_available=floors)
@@ -101,7 +108,7 @@ class ActionModule(GpufleetAction):
             "capacity_loss_lines": [loss.line() for loss in losses],
             "blocked": [loss.deployment for loss in losses if loss.blocking],
             "table": outcome.table(),
-            "explain": outcome.explain(),
+            "explain": outcome.explain(explain),
             "render_token": token,
             "drift": states,
             "drift_lines": [str(line) for s in states for line in s.get("drift") or []],
@@ -112,24 +119,54 @@ class ActionModule(GpufleetAction):
         if args["grouped"]:
             result["by_deployment"] = outcome.by_deployment()
             result["by_cluster"] = outcome.by_cluster()
+        # The plan document (design §13): written only when nothing stops the run before writing (a deployment that
+        # would lose serving replicas, or a shortfall with fail_on_unschedulable), so apply.yml never gets one.
+        plan = None
+        stopped = bool(result["blocked"]) or (args["fail_on_unschedulable"] and bool(shortfalls))
+        if args["plan_file"] and not stopped:
+            plan = make_plan(
+                args["plan_file"],
+                fleet=fleet,
+                replicas=outcome.replicas,
+                placement={
+                    "status": status,
+                    "shortfalls": shortfalls,
+                    "degraded": degraded,
+                    "dropped": dropped,
+                    "capacity_loss": result["capacity_loss"],
+                    "held": result["held"],
+                    "unreadable": result["unreadable"],
+                    "observed": [{k: r.get(k) for k in ("deployment", "cluster", "index")} for r in observed],
+                    "table": result["table"],
+                    "explain": result["explain"],
+                },
+                drained=drained,
+                mode=args["mode"],
+                capacity=args["capacity"],
+                render_token=token,
+                check_mode=bool(self._task.check_mode),
+                render_dir=args["render_dir"],
+            )
+            result["plan"] = plan
         if args["publish_stats"]:
             # What set_stats returns (Ansible takes custom stats from any task's result): no task templating the
             # replicas again just to publish them.
-            placement = {
-                "results": results,
-                "replicas": outcome.replicas,
-                "shortfalls": shortfalls,
-                "status": status,
-                "degraded": degraded,
-                "dropped": dropped,
-                "capacity_loss": result["capacity_loss"],
-                "blocked": result["blocked"],
-                "capacity": args["capacity"],
-                "unreadable": result["unreadable"],
-                "held": result["held"],
-            }
+            # A summary of at most 64 KB (no replica records: the plan file holds them).
+            placement = placement_summary(
+                outcome,
+                explain=explain,
+                capacity=args["capacity"],
+                dropped=dropped,
+                capacity_loss=result["capacity_loss"],
+                blocked=result["blocked"],
+                unreadable=result["unreadable"],
+                held=result["held"],
+            )
+            data: dict[str, Any] = {"gpufleet_placement": placement, "gpufleet_drift": states}
+            if plan is not None:
+                data["gpufleet_plan"] = plan["artifact"]
             result["ansible_stats"] = {
-                "data": {"gpufleet_placement": placement, "gpufleet_drift": states},
+                "data": data,
                 "per_host": False,
                 "aggregate": False,
             }

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import FleetIdentity
-from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import sync
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import FLEET_DIR, Transaction
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -20,18 +21,33 @@ class ActionModule(GpufleetAction):
             fleet = FleetIdentity.parse(
                 args["fleet"], args["adopt_unlabelled"], name_var="fleet", adopt_var="adopt_unlabelled"
             )
-        outcome = sync(
-            args["path"],
-            args["cluster"],
-            args["objects"],
-            {str(k): str(v) for k, v in args["owner"].items()},
-            prune=args["prune"],
-            check_mode=bool(self._task.check_mode),
-            fleet=fleet,
+        cluster, clusters = args["cluster"], args["clusters"]
+        if cluster is None and clusters is None:
+            raise GpufleetError("manifest_dir: give cluster (the directory to write), clusters (the fleet's), or both")
+        owner = {str(k): str(v) for k, v in args["owner"].items()}
+        txn = Transaction(
+            args["path"], check_mode=bool(self._task.check_mode), gitops=args["gitops"], diff=bool(self._task.diff)
         )
-        return {
+        if cluster == FLEET_DIR:
+            txn.plan_fleet(args["objects"], owner)
+        elif cluster is not None:
+            txn.plan(cluster, args["objects"], owner, prune=args["prune"], fleet=fleet)
+        elif args["objects"]:
+            raise GpufleetError("manifest_dir: objects need a cluster to be written to")
+        if clusters is not None and args["prune"] and owner:
+            txn.prune_other_clusters([str(c) for c in clusters], owner, fleet=fleet)
+        outcome = txn.commit()
+        result: dict[str, Any] = {
             "changed": outcome.changed,
             "written": outcome.written,
+            "created": outcome.created,
             "removed": outcome.removed,
             "unchanged": outcome.unchanged,
+            "removed_clusters": outcome.removed_clusters,
+            "left": outcome.left,
+            "files": outcome.files(),
+            "lines": outcome.lines(),
         }
+        if self._task.diff:
+            result["diff"] = outcome.diff
+        return result

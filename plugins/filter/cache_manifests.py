@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_apply import (
     adopted_volume_decision,
     job_decision,
@@ -28,14 +26,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects imp
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import FleetIdentity, parse_adopt
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-
-FILTER = "cache_manifests"
-STATUS_FILTER = "cache_job_status"
-SUMMARY_FILTER = "cache_status_summary"
-JOB_ACTION_FILTER = "cache_job_action"
-DELETE_FILTER = "cache_jobs_to_delete"
-ADOPTED_FILTER = "cache_adopted_volume"
-PVC_FILTER = "cache_pvc_change_error"
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.filter import filter_map, gpufleet_filter
 
 
 def _plain(value: Any) -> Any:
@@ -52,6 +43,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
+@gpufleet_filter
 def cache_manifests(
     cache: Any,
     cluster: Any = None,
@@ -64,129 +56,113 @@ def cache_manifests(
 ) -> list[dict[str, Any]]:
     """``cache | gpufleet.serving.cache_manifests(cluster, hydrator=..., fleet=gpufleet_fleet_name, image=...)``."""
     if cluster is None:
-        raise AnsibleFilterError(f"{FILTER}: cluster is required (a cluster name or a fleet_info cluster)")
+        raise GpufleetError("cluster is required (a cluster name or a fleet_info cluster)")
     if fleet is None:
-        raise AnsibleFilterError(
-            f"{FILTER}: fleet is required: the fleet's name (gpufleet_fleet_name), the gpufleet.io/fleet label of "
-            "every object"
+        raise GpufleetError(
+            "fleet is required: the fleet's name (gpufleet_fleet_name), the gpufleet.io/fleet label of every object"
         )
     if not isinstance(hydrator, str) or not hydrator.strip():
-        raise AnsibleFilterError(
-            f"{FILTER}: hydrator is required: the hydrator program's text, "
+        raise GpufleetError(
+            "hydrator is required: the hydrator program's text, "
             "e.g. hydrator=lookup('ansible.builtin.file', 'hydrate.py', rstrip=false)"
         )
     if storage_class is not None and not isinstance(storage_class, str):
-        raise AnsibleFilterError(f"{FILTER}: storage_class must be a string (got {type(storage_class).__name__})")
+        raise GpufleetError(f"storage_class must be a string (got {type(storage_class).__name__})")
     if options is not None and not isinstance(options, Mapping):
-        raise AnsibleFilterError(f"{FILTER}: options must be a mapping of option name to value")
+        raise GpufleetError("options must be a mapping of option name to value")
     if not isinstance(adopted_check, bool):
-        raise AnsibleFilterError(f"{FILTER}: adopted_check must be true or false (got {adopted_check!r})")
-    try:
-        name = FleetIdentity.parse(_plain(fleet), name_var="fleet").name
-        opts = HydrationOptions.from_mapping({**_plain(options or {}), **_plain(kwargs)})
-        return cache_objects(
-            _plain(cache),
-            _plain(cluster),
-            str(hydrator),
-            storage_class=None if storage_class is None else str(storage_class),
-            options=opts,
-            adopted_check=adopted_check,
-            fleet=name,
-        )
-    except GpufleetError as exc:
-        raise AnsibleFilterError(f"{FILTER}: {exc}") from exc
+        raise GpufleetError(f"adopted_check must be true or false (got {adopted_check!r})")
+    name = FleetIdentity.parse(_plain(fleet), name_var="fleet").name
+    opts = HydrationOptions.from_mapping({**_plain(options or {}), **_plain(kwargs)})
+    return cache_objects(
+        _plain(cache),
+        _plain(cluster),
+        str(hydrator),
+        storage_class=None if storage_class is None else str(storage_class),
+        options=opts,
+        adopted_check=adopted_check,
+        fleet=name,
+    )
 
 
+@gpufleet_filter
 def cache_job_status(job: Any, pods: Any = None) -> dict[str, Any]:
     """``job_info.resources | first | default(none) | gpufleet.serving.cache_job_status(pods_info.resources)``."""
     if job is not None and not isinstance(job, Mapping):
-        raise AnsibleFilterError(f"{STATUS_FILTER}: the input must be a Job object or none (got {type(job).__name__})")
+        raise GpufleetError(f"the input must be a Job object or none (got {type(job).__name__})")
     if pods is not None and (isinstance(pods, (str, Mapping)) or not isinstance(pods, (list, tuple))):
-        raise AnsibleFilterError(f"{STATUS_FILTER}: pods must be a list of Pod objects (got {type(pods).__name__})")
-    try:
-        return job_status(None if job is None else _plain(job), _plain(pods or []))
-    except GpufleetError as exc:
-        raise AnsibleFilterError(f"{STATUS_FILTER}: {exc}") from exc
+        raise GpufleetError(f"pods must be a list of Pod objects (got {type(pods).__name__})")
+    return job_status(None if job is None else _plain(job), _plain(pods or []))
 
 
+@gpufleet_filter
 def cache_status_summary(statuses: Any, caches: Any = None, hosts: Any = None) -> dict[str, Any]:
     """``statuses | gpufleet.serving.cache_status_summary(caches=fleet.caches, hosts=ansible_play_hosts_all)``."""
-    try:
-        return summarize_status(
-            _plain(statuses), None if caches is None else _plain(caches), None if hosts is None else _plain(hosts)
-        )
-    except GpufleetError as exc:
-        raise AnsibleFilterError(f"{SUMMARY_FILTER}: {exc}") from exc
+    return summarize_status(
+        _plain(statuses), None if caches is None else _plain(caches), None if hosts is None else _plain(hosts)
+    )
 
 
+@gpufleet_filter
 def cache_job_action(before: Any, job_name: Any = None, done_by: Any = "", retry_failed: Any = False) -> dict[str, Any]:
     """``before | gpufleet.serving.cache_job_action(job.metadata.name, done_by=..., retry_failed=...)``."""
     if not isinstance(retry_failed, bool):
-        raise AnsibleFilterError(f"{JOB_ACTION_FILTER}: retry_failed must be true or false (got {retry_failed!r})")
-    try:
-        return job_decision(_plain(before), _plain(job_name), str(done_by or ""), retry_failed)
-    except GpufleetError as exc:
-        raise AnsibleFilterError(f"{JOB_ACTION_FILTER}: {exc}") from exc
+        raise GpufleetError(f"retry_failed must be true or false (got {retry_failed!r})")
+    return job_decision(_plain(before), _plain(job_name), str(done_by or ""), retry_failed)
 
 
+@gpufleet_filter
 def cache_jobs_to_delete(others: Any, job_name: Any = None, before: Any = None) -> list[str]:
     """``other_jobs.resources | gpufleet.serving.cache_jobs_to_delete(job.metadata.name, before)``."""
     if isinstance(others, (str, Mapping)) or not isinstance(others, (list, tuple)):
-        raise AnsibleFilterError(f"{DELETE_FILTER}: the input must be a list of Job objects")
-    try:
-        return jobs_to_delete(_plain(list(others)), _plain(job_name), _plain(before))
-    except GpufleetError as exc:
-        raise AnsibleFilterError(f"{DELETE_FILTER}: {exc}") from exc
+        raise GpufleetError("the input must be a list of Job objects")
+    return jobs_to_delete(_plain(list(others)), _plain(job_name), _plain(before))
 
 
+@gpufleet_filter
 def cache_pvc_change_error(existing: Any, desired: Any = None, cluster: Any = "", adopt_unlabelled: Any = None) -> str:
     """``pvc_info.resources | gpufleet.serving.cache_pvc_change_error(pvc, inventory_hostname, adopt_unlabelled=...)``."""
     if isinstance(existing, (str, Mapping)) or not isinstance(existing, (list, tuple)):
-        raise AnsibleFilterError(f"{PVC_FILTER}: the input must be a list of PersistentVolumeClaim objects")
+        raise GpufleetError("the input must be a list of PersistentVolumeClaim objects")
     try:
         adopt = parse_adopt(_plain(adopt_unlabelled))
     except ValueError as exc:
-        raise AnsibleFilterError(f"{PVC_FILTER}: adopt_unlabelled {exc}") from exc
-    try:
-        return pvc_change_error(_plain(list(existing)), _plain(desired), str(cluster), adopt)
-    except GpufleetError as exc:
-        raise AnsibleFilterError(f"{PVC_FILTER}: {exc}") from exc
+        raise GpufleetError(f"adopt_unlabelled {exc}") from exc
+    return pvc_change_error(_plain(list(existing)), _plain(desired), str(cluster), adopt)
 
 
+@gpufleet_filter
 def cache_adopted_volume(
     pvcs: Any, cache: Any = None, cluster: Any = None, adopted_ready: Any = (), verify: Any = False
 ) -> dict[str, Any]:
     """``pvc_info.resources | gpufleet.serving.cache_adopted_volume(cache, cluster, adopted_ready=..., verify=...)``."""
     if isinstance(pvcs, (str, Mapping)) or not isinstance(pvcs, (list, tuple)):
-        raise AnsibleFilterError(f"{ADOPTED_FILTER}: the input must be a list of PVC objects")
+        raise GpufleetError("the input must be a list of PVC objects")
     if not isinstance(cache, Mapping) or not isinstance((cache.get("storage") or {}).get("claim_name"), str):
-        raise AnsibleFilterError(f"{ADOPTED_FILTER}: cache must be a cache with storage.claim_name (existing_pvc)")
+        raise GpufleetError("cache must be a cache with storage.claim_name (existing_pvc)")
     if not isinstance(verify, bool):
-        raise AnsibleFilterError(f"{ADOPTED_FILTER}: verify must be true or false (got {verify!r})")
-    try:
-        return adopted_volume_decision(
-            _plain(list(pvcs)),
-            cache=str(cache.get("name")),
-            claim=str(cache["storage"]["claim_name"]),
-            namespace=str(cache.get("namespace", "default")),
-            cluster=str(cluster),
-            adopted_ready=[str(name) for name in _plain(list(adopted_ready or []))],
-            verify=verify,
-        )
-    except GpufleetError as exc:
-        raise AnsibleFilterError(f"{ADOPTED_FILTER}: {exc}") from exc
+        raise GpufleetError(f"verify must be true or false (got {verify!r})")
+    return adopted_volume_decision(
+        _plain(list(pvcs)),
+        cache=str(cache.get("name")),
+        claim=str(cache["storage"]["claim_name"]),
+        namespace=str(cache.get("namespace", "default")),
+        cluster=str(cluster),
+        adopted_ready=[str(name) for name in _plain(list(adopted_ready or []))],
+        verify=verify,
+    )
 
 
 class FilterModule:
     """gpufleet.serving model cache filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {
-            FILTER: cache_manifests,
-            STATUS_FILTER: cache_job_status,
-            SUMMARY_FILTER: cache_status_summary,
-            JOB_ACTION_FILTER: cache_job_action,
-            DELETE_FILTER: cache_jobs_to_delete,
-            ADOPTED_FILTER: cache_adopted_volume,
-            PVC_FILTER: cache_pvc_change_error,
-        }
+        return filter_map(
+            cache_manifests,
+            cache_job_status,
+            cache_status_summary,
+            cache_job_action,
+            cache_jobs_to_delete,
+            cache_adopted_volume,
+            cache_pvc_change_error,
+        )

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     ADOPT_UNLABELLED_VAR,
     FLEET_NAME_VAR,
@@ -23,63 +21,55 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.filter import filter_map, gpufleet_filter
 
-IDENTITY_FILTER = "fleet_identity"
-OWNED_FILTER = "fleet_owned"
-PODS_FILTER = "fleet_pods"
 #: The label Kubernetes puts on a Job's pods (batch/v1).
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
-def _identity(fleet: Any, where: str) -> FleetIdentity:
+def _identity(fleet: Any) -> FleetIdentity:
     fleet = to_plain(fleet, "fleet")
     if not isinstance(fleet, Mapping):
-        raise AnsibleFilterError(
-            f"{where}: fleet must be fleet_info's fleet or fleet_identity's result ({{name, adopt_unlabelled}})"
-        )
-    try:
-        return FleetIdentity.parse(
-            fleet.get("name"), fleet.get("adopt_unlabelled"), name_var=FLEET_NAME_VAR, adopt_var=ADOPT_UNLABELLED_VAR
-        )
-    except GpufleetError as exc:
-        raise AnsibleFilterError(f"{where}: {exc}") from exc
+        raise GpufleetError("fleet must be fleet_info's fleet or fleet_identity's result ({name, adopt_unlabelled})")
+    return FleetIdentity.parse(
+        fleet.get("name"), fleet.get("adopt_unlabelled"), name_var=FLEET_NAME_VAR, adopt_var=ADOPT_UNLABELLED_VAR
+    )
 
 
-def _objects(value: Any, where: str) -> list[dict[str, Any]]:
+def _objects(value: Any) -> list[dict[str, Any]]:
     value = to_plain(value, "objects")
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(o, dict) for o in value):
-        raise AnsibleFilterError(f"{where}: the input must be a list of Kubernetes objects")
+        raise GpufleetError("the input must be a list of Kubernetes objects")
     return value
 
 
+@gpufleet_filter
 def fleet_identity(name: Any, adopt_unlabelled: Any = None) -> dict[str, Any]:
     """``gpufleet_fleet_name | default(none) | gpufleet.serving.fleet_identity(gpufleet_adopt_unlabelled | default(none))``."""
-    try:
-        return FleetIdentity.parse(
-            to_plain(name, FLEET_NAME_VAR), to_plain(adopt_unlabelled, ADOPT_UNLABELLED_VAR)
-        ).to_dict()
-    except GpufleetError as exc:
-        raise AnsibleFilterError(f"{IDENTITY_FILTER}: {exc}") from exc
+    return FleetIdentity.parse(
+        to_plain(name, FLEET_NAME_VAR), to_plain(adopt_unlabelled, ADOPT_UNLABELLED_VAR)
+    ).to_dict()
 
 
+@gpufleet_filter
 def fleet_owned(objects: Any, fleet: Any, cluster: Any = None) -> list[dict[str, Any]]:
     """``found | gpufleet.serving.fleet_owned(fleet)``: the objects of ``fleet``; an unlabelled one nobody decided about
     is an error."""
-    identity = _identity(fleet, OWNED_FILTER)
-    split = identity.split(_objects(objects, OWNED_FILTER), object_labels)
+    identity = _identity(fleet)
+    split = identity.split(_objects(objects), object_labels)
     if split.undecided:
         where = None if cluster is None else str(to_plain(cluster, "cluster"))
-        error = identity.unlabelled_error(describe_object(o, where) for o in split.undecided)
-        raise AnsibleFilterError(f"{OWNED_FILTER}: {error}")
+        raise identity.unlabelled_error(describe_object(o, where) for o in split.undecided)
     return split.mine
 
 
+@gpufleet_filter
 def fleet_pods(pods: Any, owned: Any) -> list[dict[str, Any]]:
     """``pods | gpufleet.serving.fleet_pods(owned)``: the pods of the objects ``owned`` (a fleet's): serving pods by
     the replica they serve (namespace, ``gpufleet.io/replica``), cache Job pods by their Job."""
-    objects = _objects(owned, PODS_FILTER)
+    objects = _objects(owned)
     replicas = set()
     jobs = set()
     for obj in objects:
@@ -91,7 +81,7 @@ def fleet_pods(pods: Any, owned: Any) -> list[dict[str, Any]]:
         if obj.get("kind") == "Job" and meta.get("name"):
             jobs.add((namespace, str(meta["name"])))
     out = []
-    for pod in _objects(pods, PODS_FILTER):
+    for pod in _objects(pods):
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
         labels = object_labels(pod)
         if (namespace, str(labels.get(LABEL_REPLICA))) in replicas or (
@@ -106,4 +96,4 @@ class FilterModule:
     """gpufleet.serving fleet identity filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {IDENTITY_FILTER: fleet_identity, OWNED_FILTER: fleet_owned, PODS_FILTER: fleet_pods}
+        return filter_map(fleet_identity, fleet_owned, fleet_pods)

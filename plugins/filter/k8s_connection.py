@@ -9,27 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.gpufleet.serving.plugins.module_utils.connection import kube_connection
-from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.filter import filter_map, gpufleet_filter
 
-FILTER = "k8s_connection"
 
-
+@gpufleet_filter
 def k8s_connection(cluster: Any, kubeconfig: Any = None, context: Any = None) -> dict[str, Any]:
     """``inventory_hostname | gpufleet.serving.k8s_connection(gpufleet_kubeconfig, gpufleet_context)``."""
-    try:
-        return kube_connection(
-            to_plain(cluster, "cluster"), to_plain(kubeconfig, "kubeconfig"), to_plain(context, "context")
-        )
-    except GpufleetError as exc:
-        raise AnsibleFilterError(f"{FILTER}: {exc}") from exc
+    return kube_connection(
+        to_plain(cluster, "cluster"), to_plain(kubeconfig, "kubeconfig"), to_plain(context, "context")
+    )
 
 
 class FilterModule:
     """gpufleet.serving cluster connection filter."""
 
     def filters(self) -> dict[str, Any]:
-        return {FILTER: k8s_connection}
+        return filter_map(k8s_connection)

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.render import render_serving_manifests
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.filter import filter_map, gpufleet_filter
 
-FILTER = "serving_manifests"
 
-
+@gpufleet_filter
 def serving_manifests(
     replicas: Any,
     deployment: Any,
@@ -29,29 +27,25 @@ def serving_manifests(
 ) -> list[dict[str, Any]]:
     """``replicas | gpufleet.serving.serving_manifests(deployment, cluster=inventory_hostname, fleet=..., ...)``."""
     if cluster is None:
-        raise AnsibleFilterError(f"{FILTER}: cluster is required (the inventory host whose replicas to render)")
+        raise GpufleetError("cluster is required (the inventory host whose replicas to render)")
     if fleet is None:
-        raise AnsibleFilterError(
-            f"{FILTER}: fleet is required: the fleet's name (gpufleet_fleet_name), the gpufleet.io/fleet label of "
-            "every object"
+        raise GpufleetError(
+            "fleet is required: the fleet's name (gpufleet_fleet_name), the gpufleet.io/fleet label of every object"
         )
-    try:
-        return render_serving_manifests(
-            replicas,
-            deployment,
-            cluster=cluster,
-            caches=caches,
-            gateway=gateway,
-            labels=labels,
-            annotations=annotations,
-            fleet=fleet,
-        )
-    except GpufleetError as exc:
-        raise AnsibleFilterError(f"{FILTER}: {exc}") from exc
+    return render_serving_manifests(
+        replicas,
+        deployment,
+        cluster=cluster,
+        caches=caches,
+        gateway=gateway,
+        labels=labels,
+        annotations=annotations,
+        fleet=fleet,
+    )
 
 
 class FilterModule:
     """gpufleet.serving rendering filters."""
 
     def filters(self) -> dict[str, Any]:
-        return {FILTER: serving_manifests}
+        return filter_map(serving_manifests)

@@ -44,7 +44,7 @@ from typing import Any  # noqa: E402 - after the documentation, as Ansible plugi
 from ansible.errors import AnsibleLookupError  # noqa: E402
 from ansible.plugins.lookup import LookupBase  # noqa: E402
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import role_contract  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.contract import role_contract  # noqa: E402
 
 
 class LookupModule(LookupBase):

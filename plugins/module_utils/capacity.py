@@ -4,13 +4,19 @@
 
 Placement keeps per pool what is allocated on each node (design.md §12). With ``gpufleet_capacity: observed`` a pool
 counts only its *usable* nodes: labelled ``gpufleet.io/pool=<pool>``, schedulable (not cordoned), ``Ready``,
-publishing every device of the pool's class in ResourceSlices with the class's attributes and capacity, none of them
-tainted ``NoSchedule``/``NoExecute``. A ResourceClaim of a workload that is not ours (not the collection's, or
-another fleet's: a claim is this fleet's when the replica it serves is one of the fleet's) holds its devices, not the
-node:
-the node stays usable with those devices in use (``held_devices``), unless they are all of the class's devices.
-Everything else is drift, reported per cluster and pool with its cause. A pure function of
-the objects read (Nodes, ResourceSlices, ResourceClaims), so it is unit-tested without a cluster.
+publishing every device of the pool's class in ResourceSlices with the class's attributes and capacity. What holds or
+blocks single devices costs those devices, not the node:
+
+* a ResourceClaim of a workload that is not ours (not the collection's, or another fleet's: a claim is this fleet's
+  when the replica it serves is one of the fleet's) holds its devices: the node stays usable with those devices in use
+  (``held_devices``);
+* a ``NoSchedule``/``NoExecute`` taint a ResourceSlice publishes on a device (a driver's verdict on an unhealthy GPU)
+  that the class does not declare enters placement's ledger on that device: a claim that does not tolerate it is not
+  allocated the device, the node's other devices stay usable (``device_taints``);
+
+unless that is every device of the class the node has (then the node is held, or tainted, whole). Everything else is
+drift, reported per cluster and pool with its cause. A pure function of the objects read (Nodes, ResourceSlices,
+ResourceClaims), so it is unit-tested without a cluster.
 
 The objects are read and observed in one place, ``fleet_read`` (the raw objects are about 75 KiB a cluster and cost
 Ansible seconds to template and pass on); what travels on through Ansible variables is :meth:`ClusterState.to_dict`,
@@ -214,10 +220,17 @@ class NodeState:
     held_devices: list[str] = field(default_factory=list)
     #: Every device of the class the node has is held (or a held device is not one the class declares).
     held_whole: bool = False
+    #: The class's devices published with ``NoSchedule``/``NoExecute`` taints the class does not declare: device name ->
+    #: those taints (``{key, value, effect}``). Placement's ledger carries them device by device.
+    device_taints: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    #: Every device of the class the node has is tainted so.
+    tainted_whole: bool = False
 
     @property
     def usable(self) -> bool:
-        return self.ready and not (self.cordoned or self.missing or self.mismatched or self.tainted or self.held_whole)
+        return self.ready and not (
+            self.cordoned or self.missing or self.mismatched or self.tainted_whole or self.held_whole
+        )
 
     def causes(self) -> list[str]:
         out = []
@@ -247,6 +260,18 @@ class PoolState:
         nodes: an undeclared node left out is an unused one)."""
         return [n.held_devices for n in self.nodes if n.usable and n.held_devices][: self.observed]
 
+    @property
+    def observed_devices(self) -> list[dict[str, Any]]:
+        """Per usable node with devices other workloads hold or devices tainted beyond the class, ``{node, held,
+        taints}``: first the nodes of :attr:`held_devices` in their order (placement's ledger and the fleet view number
+        them from the top of the pool alike), then those with tainted devices only; at most :attr:`observed` nodes."""
+        usable = [n for n in self.nodes if n.usable]
+        ordered = [n for n in usable if n.held_devices] + [n for n in usable if n.device_taints and not n.held_devices]
+        return [
+            {"node": n.name, "held": list(n.held_devices), "taints": {d: list(ts) for d, ts in n.device_taints.items()}}
+            for n in ordered[: self.observed]
+        ]
+
     def notes(self) -> list[str]:
         """The observed causes, summarised: ``2 of 4 nodes cordoned``, ``node x: ... held by claims of ...``."""
         out = []
@@ -264,6 +289,7 @@ class PoolState:
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        observed = self.observed_devices
         return {
             "cluster": self.cluster,
             "pool": self.pool,
@@ -272,6 +298,9 @@ class PoolState:
             "labelled_nodes": len(self.nodes),
             "usable_nodes": self.observed,
             **({"held_devices": self.held_devices} if self.held_devices else {}),
+            # The held and tainted devices together, in the ledger's order: only when some device is tainted (else
+            # ``held_devices`` says it all).
+            **({"observed_devices": observed} if any(n["taints"] for n in observed) else {}),
             "notes": self.notes(),
             "nodes": {n.name: n.causes() for n in self.nodes if not n.usable},
         }
@@ -423,7 +452,11 @@ def observe_cluster(
                             key = taint.get("key", "")
                             value = f"={taint['value']}" if taint.get("value") else ""
                             ns.tainted.append(f"device {dev_name} tainted {key}{value}:{taint.get('effect')}")
+                            ns.device_taints.setdefault(dev_name, []).append(known)
             claimable = {x["name"] for d in klass.devices if d.claim == "DRA" for x in d.slice_devices()}
+            # A tainted device costs that device (placement skips it unless a request tolerates the taint); a node
+            # whose every device is tainted counts as tainted whole, as one whose devices other claims hold all.
+            ns.tainted_whole = bool(ns.device_taints) and claimable <= set(ns.device_taints)
             taken: set[str] = set()
             for claim_name, devs in sorted(held.get(name, {}).items()):
                 ns.held.append(
@@ -442,11 +475,15 @@ def observe_cluster(
 
 def observed_pools(states: Iterable[ClusterState]) -> dict[str, dict[str, Any]]:
     """``{cluster: {pool: usable nodes}}``: what placement counts in ``observed`` mode; a pool with nodes whose devices
-    other workloads' claims hold in part is ``{nodes: usable nodes, held: [[device names] per such node]}``."""
-    return {s.name: {p.pool: _pool_capacity(p.observed, p.held_devices) for p in s.pools} for s in states}
+    other workloads' claims hold in part, or whose devices are tainted, is ``{nodes: usable nodes, held: [per such node:
+    the held device names, or {devices, taints} when some are tainted]}`` (placement's ``PlacementPool.held``)."""
+    return {s.name: {p.pool: _pool_capacity(p.observed, p.observed_devices) for p in s.pools} for s in states}
 
 
-def _pool_capacity(nodes: int, held: list[list[str]]) -> Any:
+def _pool_capacity(nodes: int, observed: list[dict[str, Any]]) -> Any:
+    held: list[Any] = [
+        {"devices": list(n["held"]), "taints": dict(n["taints"])} if n["taints"] else list(n["held"]) for n in observed
+    ]
     return {"nodes": nodes, "held": held} if held else nodes
 
 
@@ -495,17 +532,27 @@ def _pools_of(state: Mapping[str, Any], index: int) -> tuple[str, list[Mapping[s
 
 def usable_nodes(states: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """:func:`observed_pools` of observations in their dict shape: ``{cluster: {pool: usable nodes}}`` (``{nodes,
-    held}`` for a pool with nodes whose devices other workloads' claims hold in part)."""
+    held}`` for a pool with nodes whose devices other workloads' claims hold in part, or are tainted)."""
     out: dict[str, dict[str, Any]] = {}
     for index, state in enumerate(states):
         cluster, pools = _pools_of(state, index)
-        out[cluster] = {
-            str(p["pool"]): _pool_capacity(
-                int(p["usable_nodes"]), [[str(d) for d in node] for node in p.get("held_devices") or []]
-            )
-            for p in pools
-        }
+        out[cluster] = {str(p["pool"]): _pool_capacity(int(p["usable_nodes"]), _observed_of(p)) for p in pools}
     return out
+
+
+def _observed_of(pool: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A pool dict's observed nodes (:attr:`PoolState.observed_devices`): from ``observed_devices`` when some device is
+    tainted, else from ``held_devices``."""
+    tainted = pool.get("observed_devices")
+    if tainted:
+        return [
+            {
+                "held": [str(d) for d in n.get("held") or []],
+                "taints": {str(d): [dict(t) for t in ts] for d, ts in (n.get("taints") or {}).items()},
+            }
+            for n in tainted
+        ]
+    return [{"held": [str(d) for d in node], "taints": {}} for node in pool.get("held_devices") or []]
 
 
 def pool_notes(states: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, list[str]]]:

@@ -47,6 +47,32 @@ def is_vllm(container: Mapping[str, Any]) -> bool:
     )
 
 
+def is_sglang(container: Mapping[str, Any]) -> bool:
+    """SGLang: ``sglang`` in the image (lmsysorg/sglang) or in the command line (``python3 -m sglang.launch_server``)."""
+    return "sglang" in str(container.get("image", "")).lower() or any(
+        "sglang" in token.lower() for token in container_tokens(container)
+    )
+
+
+#: The HTTP path that answers 200 once an engine serves (and not while it loads), by engine.
+HEALTH_PATHS: dict[str, str] = {"vllm": "/health", "sglang": "/health"}
+
+
+def engine_kind(container: Mapping[str, Any]) -> str | None:
+    """``vllm``, ``sglang`` or None (an engine the collection knows no health endpoint of)."""
+    if is_vllm(container):
+        return "vllm"
+    if is_sglang(container):
+        return "sglang"
+    return None
+
+
+def health_path(container: Mapping[str, Any]) -> str | None:
+    """The engine's health endpoint (:data:`HEALTH_PATHS`), or None: probe the port over TCP."""
+    kind = engine_kind(container)
+    return None if kind is None else HEALTH_PATHS[kind]
+
+
 def is_shell(container: Mapping[str, Any]) -> bool:
     command = [str(c) for c in container.get("command") or []]
     return (

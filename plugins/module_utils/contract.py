@@ -4,7 +4,12 @@
 
 What the collection writes to a cluster (or a render directory) and later reads back is defined here and nowhere
 else. Python imports these names; the roles read what they need from ``fleet_info``'s ``contract`` return value
-(:func:`role_contract`: owner selectors, the kinds to prune and to wait on) instead of spelling them in YAML.
+(``plugins/plugin_utils/contract.py``'s ``role_contract()``: owner selectors, the kinds to prune and to wait on) instead
+of spelling them in YAML.
+
+This module sits at the bottom of ``module_utils``: of the collection it imports only the error spine (``errors.py``,
+which imports nothing), so whatever needs a label or a name rule -- a module's AnsiballZ payload included -- gets these
+two files and nothing else (``tests/unit/plugins/test_imports.py`` checks it).
 """
 
 from __future__ import annotations
@@ -36,6 +41,13 @@ SERVING_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_SERVING}
 CACHE_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_CACHE}
 #: What selects the serving stack's own objects (namespaces, quota, DeviceClasses, presets, Gateway; serving_stack).
 STACK_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_STACK}
+#: The Namespace files of workload namespaces in the render directory: manifest_dir writes one for every namespace a
+#: cluster's serving or cache objects use, and prunes it when none does (module_utils/manifest_dir.py).
+COMPONENT_NAMESPACE = "namespace"
+NAMESPACE_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_NAMESPACE}
+#: GitOps render (gpufleet_gitops flux): the sync layer of a rendered object (stack, stack-config, caches, serving);
+#: the per-cluster Flux Kustomizations under <render_dir>/_fleet/ select their objects by it (module_utils/gitops.py).
+ANNOTATION_SYNC_LAYER = "gpufleet.io/sync-layer"
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -251,6 +263,9 @@ MANAGED_LABEL_KEYS: tuple[str, ...] = (
 )
 #: The per-replica Service carries the replica's placement record (records.ReplicaRecord.to_annotation()).
 ANNOTATION_PLACEMENT = "gpufleet.io/placement"
+#: The ConfigMap recording, on a cluster, the plan it was last applied with (plan.plan_record_object).
+LABEL_PLAN_RECORD = "gpufleet.io/plan-record"
+PLAN_RECORD_OWNER: dict[str, str] = {**SERVING_OWNER, LABEL_PLAN_RECORD: "true"}
 # Model caches (design.md §5)
 LABEL_CACHE = "gpufleet.io/cache"
 ANNOTATION_SOURCE = "gpufleet.io/source"
@@ -266,6 +281,12 @@ LABEL_SYSTEM_POOL = "gpufleet.io/system"
 LABEL_STACK_PART = "gpufleet.io/stack-component"
 #: The node label a pool's nodes carry (set by the cluster roles and the local fleet); serving pods select it.
 NODE_POOL_LABEL = "gpufleet.io/pool"
+#: The node label naming the capacity a provisioned pool's nodes run on: the rung of its capacity ladder provisioning
+#: got (docs/provisioning.md, "Capacity ladder"), one of ``CAPACITY_RUNGS``; set by gke_cluster / eks_cluster on every
+#: GPU pool they create (a pool without a ladder has one rung, from its class).
+LABEL_CAPACITY_RUNG = "gpufleet.io/capacity-rung"
+#: The rung kinds, from the most to the least assured capacity.
+CAPACITY_RUNGS: tuple[str, ...] = ("reservation", "flex-start", "spot", "on-demand")
 
 # --------------------------------------------------------------------------------------------------------------------
 # Taints
@@ -331,31 +352,3 @@ def is_label_key(key: Any) -> bool:
     if sep and not (len(prefix) <= MAX_SUBDOMAIN and DNS_SUBDOMAIN_RE.fullmatch(prefix)):
         return False  # "/name" (an empty prefix) is invalid too
     return len(name) <= MAX_NAME and bool(LABEL_KEY_NAME_RE.fullmatch(name))
-
-
-def role_contract() -> dict[str, Any]:
-    """What the roles' YAML needs of the contract, returned by ``fleet_info`` as ``contract`` and by the
-    ``gpufleet.serving.contract`` lookup: owner labels and selectors, label and annotation keys the roles read or
-    write, the kinds a serving render emits (pruned in apply mode) and the workload kinds whose readiness is awaited."""
-    from ansible_collections.gpufleet.serving.plugins.module_utils.backends import serving_kinds, workload_kinds
-
-    return {
-        "managed_selector": selector(MANAGED),
-        "managed_labels": dict(MANAGED),
-        "serving_owner_selector": selector(SERVING_OWNER),
-        "serving_owner_labels": dict(SERVING_OWNER),
-        "cache_owner_selector": selector(CACHE_OWNER),
-        "cache_owner_labels": dict(CACHE_OWNER),
-        "label_component": LABEL_COMPONENT,
-        "component_cache": COMPONENT_CACHE,
-        "label_cache": LABEL_CACHE,
-        "label_cluster": LABEL_CLUSTER,
-        "label_fleet": LABEL_FLEET,
-        "annotation_hydrated_by": ANNOTATION_HYDRATED_BY,
-        "stack_owner": dict(STACK_OWNER),
-        "stack_owner_selector": selector(STACK_OWNER),
-        "annotation_placement": ANNOTATION_PLACEMENT,
-        "node_pool_label": NODE_POOL_LABEL,
-        "serving_kinds": [k.to_dict() for k in serving_kinds()],
-        "workload_kinds": [k.to_dict() for k in workload_kinds()],
-    }

@@ -51,6 +51,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.k8s.version import MIN_DRA_KUBERNETES, KubernetesVersion
 from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import (
     DECIMAL_EXPONENT,
     Quantity,
@@ -1123,7 +1124,7 @@ for _fn, _member, _args, _res in _DECLS_SRC:
 # Everything else the engine implements is in every supported version (>= 1.34, so compatibility >= 1.33):
 # ext.Strings v2 and ext.Sets (1.29), two-variable comprehensions (1.32), semver library v1 with the normalize
 # flag (1.33), quantity, regex and lists libraries, cel.bind.
-MIN_KUBERNETES_VERSION = (1, 34)  # DRA resource.k8s.io/v1 is GA from 1.34 (design §1)
+# The oldest supported version is k8s/version.py's MIN_DRA_KUBERNETES (DRA resource.k8s.io/v1 is GA from 1.34).
 _AVAILABILITY: dict[str, tuple[tuple[int, int] | None, str]] = {
     # name -> (first Kubernetes version whose stock API server accepts it, or None for none so far; why)
     "includes": (
@@ -4004,23 +4005,22 @@ class CompiledSelector:
         return result
 
 
-def parse_kubernetes_version(version: str | None) -> tuple[int, int] | None:
-    """``"1.34"``, ``"v1.35.2"`` -> (1, 34) / (1, 35); None stays None. Raises SelectorCompileError."""
+def parse_kubernetes_version(version: str | KubernetesVersion | None) -> tuple[int, int] | None:
+    """``"1.34"``, ``"v1.35.2"`` -> (1, 34) / (1, 35): the minor release whose library applies (parsed by
+    :class:`KubernetesVersion`); None stays None. Raises SelectorCompileError."""
     if version is None:
         return None
-    m = _K8S_VERSION_RE.match(str(version).strip())
-    if not m:
-        raise SelectorCompileError(f"invalid Kubernetes version {version!r}: expected MAJOR.MINOR, e.g. 1.34")
-    parsed = (int(m.group(1)), int(m.group(2)))
-    if parsed < MIN_KUBERNETES_VERSION:
+    parsed = version if isinstance(version, KubernetesVersion) else KubernetesVersion.parse_reported(str(version))
+    if parsed is None:
         raise SelectorCompileError(
-            f"Kubernetes {parsed[0]}.{parsed[1]} is not supported: DRA device selectors (resource.k8s.io/v1) need "
-            f"Kubernetes >= {_fmt_version(MIN_KUBERNETES_VERSION)}"
+            f"invalid Kubernetes version {version!r}: expected MAJOR.MINOR, e.g. {MIN_DRA_KUBERNETES}"
         )
-    return parsed
-
-
-_K8S_VERSION_RE = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+].*)?\Z")
+    if parsed < MIN_DRA_KUBERNETES:
+        raise SelectorCompileError(
+            f"Kubernetes {parsed.minor_version} is not supported: DRA device selectors (resource.k8s.io/v1) need "
+            f"Kubernetes >= {MIN_DRA_KUBERNETES}"
+        )
+    return parsed.release
 
 
 def _compile(
@@ -4085,7 +4085,7 @@ def _compile_cached(expression: str, version: tuple[int, int] | None) -> Compile
     return _compile(expression, version=version, enforce_cost_limit=True)
 
 
-def compile_selector(expression: str, kubernetes_version: str | None = None) -> CompiledSelector:
+def compile_selector(expression: str, kubernetes_version: str | KubernetesVersion | None = None) -> CompiledSelector:
     """Compile a DRA device selector as the API server of Kubernetes ``kubernetes_version`` does for a new
     selector (``"1.34"``; None: the newest environment, every feature this engine implements), cached by
     (expression, version).

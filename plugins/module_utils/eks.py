@@ -14,16 +14,24 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import provider_rules
+from ansible_collections.gpufleet.serving.plugins.module_utils import capacity_ladder, provider_rules
+from ansible_collections.gpufleet.serving.plugins.module_utils.capacity_ladder import (
+    CapacityError,
+    Failure,
+    Outcome,
+    Rung,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    LABEL_CAPACITY_RUNG,
     LABEL_CLUSTER,
     LABEL_SYSTEM_POOL,
     NODE_POOL_LABEL,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.k8s.version import KubernetesVersion
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Cluster, InferenceClass
 
 GPU_TAINT: dict[str, str] = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
@@ -33,12 +41,12 @@ EFFECTS = {"NoSchedule": "NO_SCHEDULE", "NoExecute": "NO_EXECUTE", "PreferNoSche
 EFFECTS_BACK = {v: k for k, v in EFFECTS.items()}
 # Fields a managed nodegroup cannot change in place (UpdateNodegroupConfig takes scaling, labels and taints only).
 IMMUTABLE = ("instance_types", "ami_type", "disk_size", "capacity_type", "subnets", "launch_template")
-CAPACITY_CODES = (
-    "InsufficientInstanceCapacity",
-    "InstanceLimitExceeded",
-    "Unsupported",
-    "MaxSpotInstanceCountExceeded",
-)
+#: The keys of a nodegroup spec each rung of a capacity ladder sets (eks_nodegroup's ``capacity_ladder`` items): the
+#: capacity keys (``capacity_type``, ``capacity_reservation_id``) are a rung's own, the others default to the pool's.
+LADDER_KEYS = ("capacity_rung", "capacity_type", "capacity_reservation_id", "instance_types", "subnets", "labels")
+#: What a nodegroup's capacity type is as a rung of the capacity ladder (CAPACITY_BLOCK and an On-Demand Capacity
+#: Reservation (ON_DEMAND with capacity_reservation_id) are reservations).
+RUNG_OF_CAPACITY = {"CAPACITY_BLOCK": "reservation", "SPOT": "spot", "ON_DEMAND": "on-demand"}
 ZONE_RE = re.compile(r"\b([a-z]{2}(?:-gov)?-[a-z]+-\d[a-z])\b")
 
 
@@ -59,6 +67,28 @@ class NodegroupSpec:
     taints: list[dict[str, str]]
     subnets: list[str]
     capacity_reservation_id: str | None = None
+    #: The capacity-rung kind of this spec (contract.CAPACITY_RUNGS; None: the system nodegroup).
+    capacity_rung: str | None = None
+    #: Every rung of the pool's capacity ladder (this spec is the first); empty: this spec is the one rung.
+    ladder: tuple[NodegroupSpec, ...] = ()
+
+    @property
+    def rung_kind(self) -> str:
+        if self.capacity_rung:
+            return self.capacity_rung
+        if self.capacity_reservation_id:
+            return "reservation"
+        return RUNG_OF_CAPACITY.get(self.capacity_type, "on-demand")
+
+    def rung_fields(self) -> dict[str, Any]:
+        return {
+            "capacity_rung": self.capacity_rung,
+            "capacity_type": self.capacity_type,
+            "capacity_reservation_id": self.capacity_reservation_id,
+            "instance_types": list(self.instance_types),
+            "subnets": list(self.subnets),
+            "labels": dict(self.labels),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,11 +99,17 @@ class NodegroupSpec:
             "disk_size": self.disk_size,
             "capacity_type": self.capacity_type,
             "capacity_reservation_id": self.capacity_reservation_id,
+            "capacity_rung": self.capacity_rung,
+            "capacity_ladder": [r.rung_fields() for r in self.ladder] if len(self.ladder) > 1 else [],
             "scaling": {"min_size": self.min_size, "max_size": self.max_size, "desired_size": self.desired_size},
             "labels": dict(self.labels),
             "taints": [dict(t) for t in self.taints],
             "subnets": list(self.subnets),
         }
+
+    def rungs(self) -> list[NodegroupSpec]:
+        """The specs to try in order: the ladder, else this spec alone."""
+        return list(self.ladder) or [self]
 
 
 @dataclass(frozen=True)
@@ -94,7 +130,9 @@ def default_zones(cluster: Cluster) -> list[str]:
         raise GpufleetError(f"cluster {cluster.name}: gpufleet_eks is required")
     if cluster.eks.zones:
         return list(cluster.eks.zones)
-    zones = sorted({z for p in cluster.node_pools for z in p.zones})
+    zones = sorted(
+        {z for p in cluster.node_pools for z in [*p.zones, *(z for r in p.capacity_ladder for z in r.zones)]}
+    )
     if len(zones) >= 2:
         return zones
     region = cluster.eks.region
@@ -169,39 +207,48 @@ def nodegroup_specs(
         prov = cls.provisioning.eks
         if prov is None:  # provider_rules reports it
             continue
-        subnets = []
-        for zi, zone in enumerate(pool.zones):
-            if zone in subnets_by_zone:
-                subnets.append(subnets_by_zone[zone])
-            elif f"{path}.zones[{zi}]" not in reported:  # a zone of another region is reported as that
-                errors.append(
-                    (
-                        f"{path}.zones[{zi}]",
-                        f"no subnet in zone {zone!r} (subnets: {', '.join(sorted(subnets_by_zone))})",
-                    )
-                )
         lo = pool.min_node_count if pool.min_node_count is not None else pool.node_count
         hi = pool.max_node_count if pool.max_node_count is not None else max(pool.node_count, lo)
         labels = {**cls.labels, NODE_POOL_LABEL: pool.name}
         if "NVIDIA" in prov.ami_type:
             labels[GPU_PRESENT_LABEL] = "true"
-        out.append(
-            NodegroupSpec(
-                name=pool.name,
-                pool=pool.name,
-                instance_types=[prov.instance_type],
-                ami_type=prov.ami_type,
-                disk_size=prov.disk_size_gb,
-                capacity_type=prov.capacity_type,
-                capacity_reservation_id=prov.capacity_reservation_id,
-                min_size=lo,
-                max_size=hi,
-                desired_size=pool.node_count,
-                labels=labels,
-                taints=[dict(GPU_TAINT)],
-                subnets=subnets or all_subnets,
+        rungs: list[NodegroupSpec] = []
+        # Each rung of the pool's capacity ladder; without one, the class's capacity is the one rung.
+        for k, rung in enumerate(pool.capacity_ladder or [None]):
+            zone_path = f"{path}.capacity_ladder[{k}]" if rung is not None and rung.zones else path
+            zones = list(rung.zones) if rung is not None and rung.zones else list(pool.zones)
+            subnets = []
+            for zi, zone in enumerate(zones):
+                if zone in subnets_by_zone:
+                    subnets.append(subnets_by_zone[zone])
+                elif f"{zone_path}.zones[{zi}]" not in reported:  # a zone of another region is reported as that
+                    errors.append(
+                        (
+                            f"{zone_path}.zones[{zi}]",
+                            f"no subnet in zone {zone!r} (subnets: {', '.join(sorted(subnets_by_zone))})",
+                        )
+                    )
+            capacity_type, reservation = provider_rules.eks_rung_capacity(rung, cls)
+            kind = rung.kind if rung is not None else RUNG_OF_CAPACITY[capacity_type]
+            rungs.append(
+                NodegroupSpec(
+                    name=pool.name,
+                    pool=pool.name,
+                    instance_types=[(rung.instance_type if rung is not None else None) or prov.instance_type],
+                    ami_type=prov.ami_type,
+                    disk_size=prov.disk_size_gb,
+                    capacity_type=capacity_type,
+                    capacity_reservation_id=reservation,
+                    capacity_rung=kind,
+                    min_size=lo,
+                    max_size=hi,
+                    desired_size=pool.node_count,
+                    labels={**labels, LABEL_CAPACITY_RUNG: kind},
+                    taints=[dict(GPU_TAINT)],
+                    subnets=subnets or all_subnets,
+                )
             )
-        )
+        out.append(replace(rungs[0], ladder=tuple(rungs) if len(rungs) > 1 else ()))
     if errors:
         raise FleetValidationError(errors)
     return out
@@ -222,9 +269,8 @@ def spec_from_dict(data: Mapping[str, Any]) -> NodegroupSpec:
         raise GpufleetError(
             f"scaling: need 0 <= min_size ({lo}) <= desired_size ({desired}) <= max_size ({hi}), max >= 1"
         )
-    if data.get("capacity_type") == "CAPACITY_BLOCK" and not data.get("capacity_reservation_id"):
-        raise GpufleetError("capacity_reservation_id is required when capacity_type is CAPACITY_BLOCK")
-    return NodegroupSpec(
+    _check_capacity(data.get("capacity_type") or "ON_DEMAND", data.get("capacity_reservation_id"))
+    spec = NodegroupSpec(
         name=data["name"],
         pool=data.get("pool"),
         instance_types=list(data["instance_types"]),
@@ -238,7 +284,38 @@ def spec_from_dict(data: Mapping[str, Any]) -> NodegroupSpec:
         labels={str(k): str(v) for k, v in (data.get("labels") or {}).items()},
         taints=taints,
         subnets=list(data["subnets"]),
+        capacity_rung=data.get("capacity_rung"),
     )
+    ladder = data.get("capacity_ladder") or []
+    if not ladder:
+        return spec
+    rungs = []
+    for item in ladder:
+        own = {k: item[k] for k in ("instance_types", "subnets", "labels") if item.get(k) is not None}
+        if "labels" in own:
+            own["labels"] = {str(k): str(v) for k, v in own["labels"].items()}
+        capacity_type = item.get("capacity_type") or "ON_DEMAND"
+        _check_capacity(capacity_type, item.get("capacity_reservation_id"))
+        rungs.append(
+            replace(
+                spec,
+                **own,
+                capacity_type=capacity_type,
+                capacity_reservation_id=item.get("capacity_reservation_id"),
+                capacity_rung=item.get("capacity_rung"),
+            )
+        )
+    return replace(rungs[0], ladder=tuple(rungs))
+
+
+def _check_capacity(capacity_type: str, reservation: str | None) -> None:
+    if capacity_type == "CAPACITY_BLOCK" and not reservation:
+        raise GpufleetError("capacity_reservation_id is required when capacity_type is CAPACITY_BLOCK")
+    if capacity_type == "SPOT" and reservation:
+        raise GpufleetError(
+            "capacity_reservation_id is for CAPACITY_BLOCK (a Capacity Block) or ON_DEMAND (an On-Demand Capacity "
+            "Reservation), not SPOT"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -251,16 +328,25 @@ def launch_template_name(cluster_name: str, spec: NodegroupSpec) -> str:
 
 
 def launch_template_data(spec: NodegroupSpec) -> dict[str, Any]:
-    """EC2 launch template data for a Capacity Block nodegroup (EKS takes the disk from the template then)."""
-    return {
+    """EC2 launch template data for a nodegroup that launches into a capacity reservation: a Capacity Block
+    (``capacity-block`` market) or an On-Demand Capacity Reservation (targeted); EKS takes the disk from the template
+    then."""
+    data: dict[str, Any] = {
         "BlockDeviceMappings": [
             {"DeviceName": "/dev/xvda", "Ebs": {"VolumeSize": spec.disk_size, "VolumeType": "gp3"}},
         ],
-        "InstanceMarketOptions": {"MarketType": "capacity-block"},
-        "CapacityReservationSpecification": {
-            "CapacityReservationTarget": {"CapacityReservationId": spec.capacity_reservation_id}
-        },
     }
+    if spec.capacity_type == "CAPACITY_BLOCK":
+        data["InstanceMarketOptions"] = {"MarketType": "capacity-block"}
+    data["CapacityReservationSpecification"] = {
+        "CapacityReservationTarget": {"CapacityReservationId": spec.capacity_reservation_id}
+    }
+    return data
+
+
+def uses_launch_template(spec: NodegroupSpec) -> bool:
+    """A nodegroup launching into a capacity reservation needs our launch template."""
+    return bool(spec.capacity_reservation_id) and spec.capacity_type in ("CAPACITY_BLOCK", "ON_DEMAND")
 
 
 def create_request(
@@ -382,8 +468,12 @@ def plan_update(
     return plan
 
 
-def _minor(version: str) -> str:
-    return ".".join(str(version).split(".")[:2])
+def _minor(version: str) -> KubernetesVersion:
+    """The minor release of a version EKS reports or is asked for (``1.35`` / ``1.35.2``)."""
+    parsed = KubernetesVersion.parse_reported(version)
+    if parsed is None:
+        raise GpufleetError(f"not a Kubernetes version: {version!r}")
+    return parsed.minor_version
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -391,19 +481,31 @@ def _minor(version: str) -> str:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+def capacity_issue(recorded: Mapping[str, Any]) -> Failure | None:
+    """The classified capacity failure (stockout or quota: capacity_ladder.classify_ec2) among a nodegroup's health
+    issues; ``None`` when none is about capacity. EKS reports EC2's launch errors as ``AsgInstanceLaunchFailures``
+    whose message carries EC2's code (``InsufficientInstanceCapacity``, ``VcpuLimitExceeded``...), or under the EC2
+    code itself (``InstanceLimitExceeded``)."""
+    types = recorded.get("instanceTypes") or [""]
+    for issue in ((recorded.get("health") or {}).get("issues")) or []:
+        failure = capacity_ladder.classify_ec2(
+            issue.get("code", ""), issue.get("message", "") or "", types[0], recorded.get("capacityType") or "ON_DEMAND"
+        )
+        if failure is not None:
+            return failure
+    return None
+
+
 def capacity_failure(recorded: Mapping[str, Any], zone_of_subnet: Mapping[str, str] | None = None) -> str | None:
     """A message naming the zone and instance type when the nodegroup's health says EC2 had no capacity (or the
-    account's limit) for it; ``None`` otherwise. EKS reports these as ``AsgInstanceLaunchFailures`` whose message
-    carries EC2's ``InsufficientInstanceCapacity``, or as ``InstanceLimitExceeded``."""
+    account's limit) for it; ``None`` otherwise (capacity_issue says which)."""
     issues = ((recorded.get("health") or {}).get("issues")) or []
     types = ", ".join(recorded.get("instanceTypes") or []) or "?"
     name = recorded.get("nodegroupName", "?")
     for issue in issues:
         code = issue.get("code", "")
         message = issue.get("message", "") or ""
-        if code == "InstanceLimitExceeded" or (
-            code == "AsgInstanceLaunchFailures" and any(c in message for c in CAPACITY_CODES)
-        ):
+        if capacity_ladder.classify_ec2(code, message) is not None:
             zones = sorted(set(ZONE_RE.findall(message)))
             if not zones and zone_of_subnet:
                 zones = sorted({zone_of_subnet[s] for s in recorded.get("subnets") or [] if s in zone_of_subnet})
@@ -493,9 +595,9 @@ def wait_nodegroup(
             raise GpufleetError(f"nodegroup {name} of cluster {cluster_name} disappeared while waiting for it")
         status = recorded.get("status")
         if not gone:
-            failure = capacity_failure(recorded, zone_of_subnet)
-            if failure:
-                raise GpufleetError(failure)
+            issue = capacity_issue(recorded)
+            if issue is not None:
+                raise CapacityError(issue, capacity_failure(recorded, zone_of_subnet) or issue.message)
             if status == "ACTIVE":
                 return recorded
         if status in ("CREATE_FAILED", "DELETE_FAILED", "DEGRADED"):
@@ -555,6 +657,45 @@ def _subset(want: Any, have: Any) -> bool:
     return want == have
 
 
+def _zones_of_subnets(ec2: Any, subnets: set[str]) -> dict[str, str]:
+    """``{subnet: zone}`` for messages and the capacity report; ``{}`` when EC2 cannot say (nothing depends on it)."""
+    if not subnets:
+        return {}
+    try:
+        found = ec2.describe_subnets(SubnetIds=sorted(subnets)).get("Subnets") or []
+    except Exception:  # only names zones in messages: a caller without ec2:DescribeSubnets loses nothing else
+        return {}
+    return {s["SubnetId"]: s["AvailabilityZone"] for s in found if "SubnetId" in s and "AvailabilityZone" in s}
+
+
+def rung_view(spec: NodegroupSpec, index: int, total: int, zone_of_subnet: Mapping[str, str]) -> Rung:
+    """A rung as the capacity ladder's walk and report see it."""
+    zones = sorted({zone_of_subnet[s] for s in spec.subnets if s in zone_of_subnet}) or list(spec.subnets)
+    detail = ""
+    if spec.capacity_reservation_id:
+        what = "Capacity Block" if spec.capacity_type == "CAPACITY_BLOCK" else "capacity reservation"
+        detail = f"{what} {spec.capacity_reservation_id}"
+    return Rung(index, total, spec.rung_kind, ", ".join(spec.instance_types), tuple(zones), detail)
+
+
+def recorded_rung(rungs: list[NodegroupSpec], recorded: Mapping[str, Any]) -> int | None:
+    """The rung of ``rungs`` a recorded nodegroup was created on (capacity_ladder.pick_recorded): the same capacity
+    type, instance types, subnets and use of a launch template; ``None`` when no rung has them."""
+    label = (recorded.get("labels") or {}).get(LABEL_CAPACITY_RUNG)
+    have = (
+        recorded.get("capacityType") or "ON_DEMAND",
+        sorted(recorded.get("instanceTypes") or []),
+        sorted(recorded.get("subnets") or []),
+        bool((recorded.get("launchTemplate") or {}).get("id") or (recorded.get("launchTemplate") or {}).get("name")),
+    )
+    candidates = [
+        (i, True, r.rung_kind == label)
+        for i, r in enumerate(rungs)
+        if (r.capacity_type, sorted(r.instance_types), sorted(r.subnets), uses_launch_template(r)) == have
+    ]
+    return capacity_ladder.pick_recorded(candidates)
+
+
 def ensure_nodegroup(
     eks: Any,
     ec2: Any,
@@ -569,13 +710,19 @@ def ensure_nodegroup(
     check_mode: bool,
     zone_of_subnet: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Create, update or delete one nodegroup; returns ``{changed, actions, nodegroup}`` (``nodegroup`` is the
-    recorded one after the change, or the predicted request in check mode)."""
+    """Create, update or delete one nodegroup; returns ``{changed, actions, nodegroup, capacity}`` (``nodegroup`` is
+    the recorded one after the change, or the predicted request in check mode).
+
+    ``spec.ladder`` (the capacity ladder): a new nodegroup is created on the first rung with capacity
+    (capacity_ladder.walk: a stockout in its health deletes it and tries the next rung, a quota stops; the stockout is
+    only seen when ``waiter`` waits); a recorded nodegroup stays on the rung it was created on; one whose creation
+    failed for capacity (CREATE_FAILED) is deleted and the ladder walked again. ``capacity`` says which rung the
+    nodegroup is on (``{}`` when absent or for the system nodegroup)."""
     recorded = describe_nodegroup(eks, cluster_name, spec.name)
     actions: list[str] = []
+    lt_name = launch_template_name(cluster_name, spec)
     if state == "absent":
-        # The launch template of a Capacity Block pool goes too (the spec of a deletion carries no capacity type).
-        lt_name = launch_template_name(cluster_name, spec)
+        # The launch template of a reservation pool goes too (the spec of a deletion carries no capacity type).
         if recorded is not None:
             actions.append("delete")
             if not check_mode:
@@ -587,46 +734,99 @@ def ensure_nodegroup(
             actions.append(f"delete launch template {lt_name}")
             if not check_mode:
                 ec2.delete_launch_template(LaunchTemplateName=lt_name)
-        return {"changed": bool(actions), "actions": actions, "nodegroup": {}}
+        return {"changed": bool(actions), "actions": actions, "nodegroup": {}, "capacity": {}}
 
-    template: dict[str, Any] | None = None
-    template_id: str | None = None
-    if spec.capacity_type == "CAPACITY_BLOCK":
-        lt_name = launch_template_name(cluster_name, spec)
-        template_id, lt_changed = ensure_launch_template(ec2, lt_name, launch_template_data(spec), tags, check_mode)
+    rungs = spec.rungs()
+    if zone_of_subnet is None:
+        zone_of_subnet = _zones_of_subnets(ec2, {s for r in rungs for s in r.subnets})
+    views = [rung_view(r, i, len(rungs), zone_of_subnet) for i, r in enumerate(rungs)]
+
+    def capacity(outcome: Outcome) -> dict[str, Any]:
+        return outcome.to_dict() if spec.pool is not None else {}
+
+    def template_of(rung: NodegroupSpec, check: bool) -> tuple[dict[str, Any] | None, str | None]:
+        if not uses_launch_template(rung):
+            return None, None
+        template_id, lt_changed = ensure_launch_template(ec2, lt_name, launch_template_data(rung), tags, check)
         if lt_changed:
             actions.append(f"launch template {lt_name}")
-        template = {"id": template_id} if template_id else {"name": lt_name}
+        return ({"id": template_id} if template_id else {"name": lt_name}), template_id
+
+    if recorded is not None and recorded.get("status") == "CREATE_FAILED":
+        issue = capacity_issue(recorded)
+        if issue is not None:
+            # Its creation failed for capacity (an earlier run's last rung): delete it and walk the ladder again.
+            actions.append(f"delete the nodegroup left in CREATE_FAILED by {issue.code}")
+            if not check_mode:
+                eks.delete_nodegroup(clusterName=cluster_name, nodegroupName=spec.name)
+                if waiter is not None:
+                    wait_nodegroup(eks, cluster_name, spec.name, waiter, gone=True)
+            recorded = None
 
     if recorded is None:
         if not node_role:
             raise GpufleetError(f"nodegroup {spec.name}: node_role is required to create it")
-        request = create_request(cluster_name, spec, node_role, version, tags, template)
-        actions.append("create")
         if check_mode:
-            return {"changed": True, "actions": actions, "nodegroup": request}
-        eks.create_nodegroup(**request)
-        result = wait_nodegroup(eks, cluster_name, spec.name, waiter, zone_of_subnet=zone_of_subnet) if waiter else None
+            template, _tid = template_of(rungs[0], True)
+            request = create_request(cluster_name, rungs[0], node_role, version, tags, template)
+            return {
+                "changed": True,
+                "actions": [*actions, "create"],
+                "nodegroup": request,
+                "capacity": capacity(Outcome(spec.name, views[0], predicted=True)),
+            }
+        result: dict[str, Any] | None = None
+
+        def attempt(view: Rung) -> None:
+            nonlocal result
+            rung = rungs[view.index]
+            template, _tid = template_of(rung, False)
+            eks.create_nodegroup(**create_request(cluster_name, rung, node_role or "", version, tags, template))
+            if waiter is not None:
+                result = wait_nodegroup(eks, cluster_name, rung.name, waiter, zone_of_subnet=zone_of_subnet)
+
+        def clear(view: Rung) -> None:
+            actions.append(f"{view.label} ({view.kind}) had no capacity: deleted the failed nodegroup")
+            eks.delete_nodegroup(clusterName=cluster_name, nodegroupName=spec.name)
+            if waiter is not None:
+                wait_nodegroup(eks, cluster_name, spec.name, waiter, gone=True)
+            if uses_launch_template(rungs[view.index]) and _launch_template_exists(ec2, lt_name):
+                # The next reservation rung gets a template of its own, not a new version of this one.
+                ec2.delete_launch_template(LaunchTemplateName=lt_name)
+
+        outcome = capacity_ladder.walk(spec.name, f"nodegroup {spec.name}", views, attempt, clear)
+        chosen = rungs[outcome.rung.index]
+        if outcome.attempts and not uses_launch_template(chosen) and _launch_template_exists(ec2, lt_name):
+            ec2.delete_launch_template(LaunchTemplateName=lt_name)  # a failed reservation rung's
+            actions.append(f"delete launch template {lt_name}")
+        actions.append(f"create ({outcome.rung.label}: {outcome.rung.kind})" if len(rungs) > 1 else "create")
         return {
             "changed": True,
             "actions": actions,
             "nodegroup": result or describe_nodegroup(eks, cluster_name, spec.name),
+            "capacity": capacity(outcome),
         }
 
     if recorded.get("status") in ("CREATE_FAILED", "DEGRADED"):
         failure = capacity_failure(recorded, zone_of_subnet)
         if failure:
             raise GpufleetError(failure)
-    plan = plan_update(spec, recorded, version, template_id if spec.capacity_type == "CAPACITY_BLOCK" else None)
+    index = recorded_rung(rungs, recorded)
+    index = 0 if index is None else index
+    chosen = rungs[index]
+    _template, template_id = template_of(chosen, check_mode)
+    plan = plan_update(chosen, recorded, version, template_id if uses_launch_template(chosen) else None)
     if plan.immutable:
         diffs = "; ".join(f"{k}: recorded {old!r}, wanted {new!r}" for k, old, new in plan.immutable)
+        ladder_note = f" and matches none of the {len(rungs)} rungs of its capacity ladder" if len(rungs) > 1 else ""
         raise GpufleetError(
-            f"nodegroup {spec.name} of cluster {cluster_name} cannot be changed in place ({diffs}): "
+            f"nodegroup {spec.name} of cluster {cluster_name} cannot be changed in place ({diffs}){ladder_note}: "
             "remove the pool (state: absent) and create it again, or give the new pool another name"
         )
     actions.extend(plan.changes)
+    found = capacity(Outcome(spec.name, views[index]))
     if check_mode or not plan.changed:
-        return {"changed": bool(actions), "actions": actions, "nodegroup": recorded}
+        return {"changed": bool(actions), "actions": actions, "nodegroup": recorded, "capacity": found}
     if plan.config:
         eks.update_nodegroup_config(clusterName=cluster_name, nodegroupName=spec.name, **plan.config)
         if waiter is not None:
@@ -635,7 +835,12 @@ def ensure_nodegroup(
         eks.update_nodegroup_version(clusterName=cluster_name, nodegroupName=spec.name, version=plan.version)
         if waiter is not None:
             wait_nodegroup(eks, cluster_name, spec.name, waiter, zone_of_subnet=zone_of_subnet)
-    return {"changed": True, "actions": actions, "nodegroup": describe_nodegroup(eks, cluster_name, spec.name)}
+    return {
+        "changed": True,
+        "actions": actions,
+        "nodegroup": describe_nodegroup(eks, cluster_name, spec.name),
+        "capacity": found,
+    }
 
 
 def _launch_template_exists(ec2: Any, name: str) -> bool:

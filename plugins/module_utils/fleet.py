@@ -230,6 +230,7 @@ def validate_fleet(
     fleet_name: Any = None,
     adopt_unlabelled: Any = None,
     require_name: bool = False,
+    partial: bool = False,
 ) -> Fleet:
     """Validate the fleet; raise FleetValidationError with every ``path: reason`` found.
 
@@ -237,6 +238,9 @@ def validate_fleet(
     cache's ``clusters`` host pattern into host names (Ansible semantics); without it every fleet cluster is a candidate.
     ``fleet_name`` / ``adopt_unlabelled``: ``gpufleet_fleet_name`` / ``gpufleet_adopt_unlabelled`` (fleet identity);
     ``require_name`` makes a missing name an error (fleet_info, which reads the whole inventory, sets it).
+    ``partial``: ``hosts`` are part of the fleet (an AWX job slice's inventory, for ``apply.yml``, which takes its
+    placement from a plan): a host pattern that matches none of them, and a deployment none of whose clusters hosts its
+    cache, are not errors (they are the other slices' business; the plan decided).
     """
     require_pydantic()
     errors: list[tuple[str, str]] = []
@@ -355,6 +359,9 @@ def validate_fleet(
                 except GpufleetError as exc:
                     errors.append((f"{kind}[{i}].clusters", str(exc)))
                     continue
+            if not names and partial:
+                target[item.name] = []
+                continue
             if not names:
                 # A typo in a host pattern must not read as "no cluster wanted": that would prune every object.
                 errors.append(
@@ -368,7 +375,9 @@ def validate_fleet(
                 continue
             target[item.name] = names
     errors.extend(_claim_name_errors(parsed_caches, fleet.cache_targets))
-    errors.extend(_follow_caches(fleet))
+    follow_errors = _follow_caches(fleet)
+    if not partial:
+        errors.extend(follow_errors)
     if errors:
         raise FleetValidationError(name_errors(errors, roots))
     return fleet

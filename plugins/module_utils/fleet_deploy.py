@@ -14,6 +14,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.artifacts import (
+    EXPLAIN_LIMIT,
+    GROUP_OVER,
+    NAMES_SHOWN,
+    fit_size,
+    group_unschedulable,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     ANNOTATION_PLACEMENT,
     CORDON_TAINT,
@@ -206,13 +213,29 @@ class FleetPlacement:
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         return ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
 
-    def explain(self) -> list[str]:
-        """One line per reason a replica could not be placed, for every deployment short of its replicas."""
-        lines = []
-        for name in self.degraded():
-            res = self.results[name]
-            lines.append(f"{name}: {res['scheduled']}/{res['desired']} scheduled - {res['condition']['message']}")
-            lines.extend(f"  {line}" for line in explain_lines(res.get("unschedulable"), self.capacity_notes))
+    def explain(self, names: Iterable[str] = (), limit: int = EXPLAIN_LIMIT) -> list[str]:
+        """One line per reason a replica could not be placed, for every deployment short of its replicas and every
+        one named in ``names`` (``gpufleet_explain``). A deployment explained on many clusters has them grouped by
+        diagnosis (:func:`artifacts.group_unschedulable`); the lines stay under ``limit`` characters in all."""
+        wanted = set(self.degraded()) | set(names)
+        chosen = [name for name in self.results if name in wanted]
+        steps = [GROUP_OVER, 20, 10, 5, 1]
+
+        def build(step: int) -> list[str]:
+            return [line for name in chosen for line in self.explain_deployment(name, steps[step])]
+
+        out: list[str] = fit_size(build, len(steps), limit)
+        return out
+
+    def explain_deployment(self, name: str, max_groups: int = GROUP_OVER) -> list[str]:
+        """:meth:`explain`'s lines for one deployment: its counts and condition, then why each cluster (or group of
+        clusters with the same diagnosis, at most ``max_groups``) could not take a replica."""
+        res = self.results[name]
+        table, omitted = group_unschedulable(res.get("unschedulable"), max_groups=max_groups)
+        lines = [f"{name}: {res['scheduled']}/{res['desired']} scheduled - {res['condition']['message']}"]
+        lines.extend(f"  {line}" for line in explain_lines(table, self.capacity_notes))
+        if omitted:
+            lines.append(f"  ... and {omitted} more cluster(s) with other diagnoses")
         return lines
 
 
@@ -220,13 +243,21 @@ def explain_lines(
     unschedulable: Mapping[str, Any] | None, capacity_notes: Mapping[str, Mapping[str, list[str]]] | None = None
 ) -> list[str]:
     """Flatten placement's ``unschedulable`` (``{cluster: {code, reason, pools: {pool: why}}}``) into lines, each pool
-    followed by the observed causes of its missing capacity (``capacity_notes``), if any."""
+    followed by the observed causes of its missing capacity (``capacity_notes``), if any. An entry that stands for
+    other clusters with the same diagnosis (``same``, ``same_count``: :func:`artifacts.group_unschedulable`) names
+    the first few of them."""
     lines: list[str] = []
     table = unschedulable or {}
     notes = capacity_notes or {}
     for cluster in sorted(table):
         entry = table[cluster]
-        lines.append(f"{cluster}: {entry.get('reason') or entry.get('code', '')}")
+        label = cluster
+        same = list(entry.get("same") or [])
+        count = int(entry.get("same_count", len(same)))
+        if count:
+            shown = same[:NAMES_SHOWN]
+            label += f" (and {count} more: {', '.join(shown)}{', ...' if count > len(shown) else ''})"
+        lines.append(f"{label}: {entry.get('reason') or entry.get('code', '')}")
         for pool, why in (entry.get("pools") or {}).items():
             lines.append(f"  {cluster}/{pool}: {why}")
             lines.extend(f"    observed: {note}" for note in notes.get(cluster, {}).get(pool, []))
@@ -326,11 +357,7 @@ def fleet_manifests(fleet: Mapping[str, Any], replicas: Iterable[Mapping[str, An
     Every cluster of the fleet has an entry (possibly empty), so a cluster that lost its last replica gets pruned.
     Every object carries the fleet's name (``fleet["name"]``, ``gpufleet_fleet_name``) as label ``gpufleet.io/fleet``.
     """
-    from ansible_collections.gpufleet.serving.plugins.module_utils.render import (
-        RenderOptions,
-        prepare_deployment,
-        render_replicas,
-    )
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render import RenderOptions, prepare_deployment
 
     options = RenderOptions(fleet=fleet.get("name") or None)
 
@@ -346,7 +373,32 @@ def fleet_manifests(fleet: Mapping[str, Any], replicas: Iterable[Mapping[str, An
         spec = {k: v for k, v in dep_data.items() if k != "candidate_clusters"}
         dep, cache = prepare_deployment(spec, caches)
         records = ReplicaRecord.parse_list(mine, "replicas")
-        for cluster in sorted(out):
-            if any(r.cluster == cluster for r in records):
-                out[cluster].extend(render_replicas(dep, records, cluster, cache, options))
+        for cluster, objects in render_deployment(dep, records, out, cache, options).items():
+            out[cluster].extend(objects)
     return out
+
+
+def render_deployment(
+    dep: ModelDeployment,
+    records: list[ReplicaRecord],
+    clusters: Iterable[str],
+    cache: Any,
+    options: Any,
+) -> dict[str, list[dict[str, Any]]]:
+    """The objects of ``dep``'s replicas on each of ``clusters`` that holds some (``{cluster: objects}``, clusters in
+    name order): every record is checked against the deployment once (names and identities unique across the
+    fleet), then each cluster renders its own records, so the work grows with clusters + records, not their product.
+    Records on other clusters are checked and not rendered. ``cache`` / ``options``: ``render.prepare_deployment``'s
+    cache and a ``render.RenderOptions``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render import check_render, render_checked
+
+    check_render(dep, records)
+    by_cluster: dict[str, list[ReplicaRecord]] = {}
+    for record in records:
+        by_cluster.setdefault(record.cluster, []).append(record)
+    wanted = set(clusters)
+    return {
+        cluster: render_checked(dep, by_cluster[cluster], cluster, cache, options)
+        for cluster in sorted(by_cluster)
+        if cluster in wanted
+    }

@@ -252,7 +252,7 @@ class _Device:
 
 def _class_devices(classes: Mapping[str, Any]) -> dict[str, list[_Device]]:
     """The claimable (DRA) devices of one node of every class, in the order placement indexes them."""
-    from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import node_devices
+    from ansible_collections.gpufleet.serving.plugins.module_utils.dra.allocator import node_devices
     from ansible_collections.gpufleet.serving.plugins.module_utils.placement import validate_classes
 
     out: dict[str, list[_Device]] = {}

@@ -14,13 +14,19 @@ enable the Filestore CSI driver.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import provider_rules
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_SYSTEM_POOL, NODE_POOL_LABEL
+from ansible_collections.gpufleet.serving.plugins.module_utils import capacity_ladder, provider_rules
+from ansible_collections.gpufleet.serving.plugins.module_utils.capacity_ladder import CapacityError, Outcome, Rung
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    LABEL_CAPACITY_RUNG,
+    LABEL_SYSTEM_POOL,
+    NODE_POOL_LABEL,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.k8s.version import KubernetesVersion
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Cluster, InferenceClass
 
 # What GKE needs on GPU nodes for the NVIDIA DRA driver (GKE docs, "Prepare GKE infrastructure for DRA workloads"):
@@ -33,13 +39,22 @@ DRIVER_VERSIONS = {
     "LATEST": "LATEST",
 }
 SYSTEM_POOL = provider_rules.SYSTEM_POOL
-STOCKOUT_MARKERS = (
-    "ZONE_RESOURCE_POOL_EXHAUSTED",
-    "GCE_STOCKOUT",
-    "does not have enough resources available",
-    "QUOTA_EXCEEDED",
-    "Quota '",
+#: The keys of a node pool spec each rung of a capacity ladder sets (gke_node_pool's ``capacity_ladder`` items).
+#: The capacity keys (``spot``, ``reservation``, ``any_reservation``, ``flex_start``) are a rung's own; the others
+#: default to the pool's.
+LADDER_KEYS = (
+    "capacity_rung",
+    "machine_type",
+    "spot",
+    "reservation",
+    "any_reservation",
+    "flex_start",
+    "locations",
+    "initial_node_count",
+    "autoscaling",
+    "labels",
 )
+CAPACITY_KEYS = ("spot", "reservation", "any_reservation", "flex_start")
 ZONE_RE = re.compile(r"zones/([a-z]+-[a-z]+\d+-[a-z])|\b([a-z]+-[a-z]+\d+-[a-z])\b")
 
 
@@ -83,6 +98,8 @@ def node_pool_specs(
             "image_type": "COS_CONTAINERD",
             "spot": False,
             "reservation": None,
+            "any_reservation": False,
+            "flex_start": False,
             "locations": zones,
             "initial_node_count": 1,
             "autoscaling": {
@@ -103,8 +120,6 @@ def node_pool_specs(
         prov = cls.provisioning.gke
         if prov is None:  # pragma: no cover - provider_rules reported it
             continue
-        locations = list(pool.zones) or zones
-        n_zones = provider_rules.gke_zone_count(cluster, list(pool.zones))
         lo = pool.min_node_count if pool.min_node_count is not None else pool.node_count
         hi = pool.max_node_count if pool.max_node_count is not None else max(pool.node_count, lo)
         accel = None
@@ -117,23 +132,82 @@ def node_pool_specs(
             }
             if accel["gpu_driver_version"] == "INSTALLATION_DISABLED":
                 labels.update(DRA_LABELS)
+        rungs: list[dict[str, Any]] = []
+        # Each rung of the pool's capacity ladder; without one, the class's capacity is the one rung.
+        ladder: list[Any] = list(pool.capacity_ladder) or [None]
+        for rung in ladder:
+            if rung is None:
+                kind = capacity_ladder.implicit_kind(spot=prov.spot, reservation=bool(prov.reservation))
+                rung_zones, machine, reservation = list(pool.zones), prov.machine_type, prov.reservation
+            else:
+                kind, rung_zones = rung.kind, list(rung.zones or pool.zones)
+                machine = rung.machine_type or prov.machine_type
+                reservation = (rung.reservation or prov.reservation) if kind == "reservation" else None
+            flex = kind == "flex-start"
+            n_zones = provider_rules.gke_zone_count(cluster, rung_zones)
+            rungs.append(
+                {
+                    "capacity_rung": kind,
+                    "machine_type": machine,
+                    "spot": kind == "spot",
+                    "reservation": reservation,
+                    "any_reservation": kind == "reservation" and not reservation,
+                    # A flex-start pool starts empty and scales from zero: its nodes come when capacity frees up.
+                    "flex_start": flex,
+                    "locations": rung_zones or zones,
+                    "initial_node_count": 0 if flex else pool.node_count // n_zones,
+                    "autoscaling": {"min_node_count": 0 if flex else lo, "max_node_count": hi},
+                    "labels": {**labels, LABEL_CAPACITY_RUNG: kind},
+                }
+            )
         out.append(
             {
                 "name": pool.name,
-                "machine_type": prov.machine_type,
                 "accelerator": accel,
                 "disk_size_gb": prov.disk_size_gb,
                 "disk_type": prov.disk_type,
                 "image_type": prov.image_type,
-                "spot": prov.spot,
-                "reservation": prov.reservation,
-                "locations": locations,
-                "initial_node_count": pool.node_count // n_zones,
-                "autoscaling": {"min_node_count": lo, "max_node_count": hi},
-                "labels": labels,
+                **rungs[0],
+                "capacity_ladder": rungs if len(rungs) > 1 else [],
             }
         )
     return out
+
+
+def ladder_specs(spec: Mapping[str, Any], ladder: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """The full spec of each rung: a ladder item's capacity keys are its own (absent: off), its other keys default to
+    the pool's (``spec``). No ladder: ``spec`` is the one rung."""
+    if not ladder:
+        return [dict(spec)]
+    out = []
+    for item in ladder:
+        rung = {**spec, **{k: v for k, v in item.items() if k in LADDER_KEYS and v is not None}}
+        for key in CAPACITY_KEYS:
+            rung[key] = item.get(key) or (None if key == "reservation" else False)
+        out.append(rung)
+    return out
+
+
+def rung_kind(spec: Mapping[str, Any]) -> str:
+    """The capacity-rung kind of a spec: its ``capacity_rung``, else what its capacity keys say."""
+    kind = spec.get("capacity_rung")
+    if kind:
+        return str(kind)
+    return capacity_ladder.implicit_kind(
+        spot=bool(spec.get("spot")),
+        reservation=bool(spec.get("reservation") or spec.get("any_reservation")),
+        flex_start=bool(spec.get("flex_start")),
+    )
+
+
+def _rung(spec: Mapping[str, Any], index: int, total: int) -> Rung:
+    kind = rung_kind(spec)
+    detail = ""
+    if spec.get("reservation"):
+        detail = f"reservation {spec['reservation']}"
+    elif spec.get("any_reservation"):
+        detail = "any matching reservation"
+    return Rung(index, total, kind, str(spec.get("machine_type")), tuple(spec.get("locations") or ()), detail)
 
 
 def cluster_body(
@@ -196,25 +270,34 @@ def node_pool_body(spec: Mapping[str, Any]) -> dict[str, Any]:
             "key": "compute.googleapis.com/reservation-name",
             "values": [spec["reservation"]],
         }
+    elif spec.get("any_reservation"):
+        config["reservationAffinity"] = {"consumeReservationType": "ANY_RESERVATION"}
+    flex = bool(spec.get("flex_start"))
+    if flex:
+        # GKE's flex-start VMs (Dynamic Workload Scheduler): no reservation, any zone of the pool, no auto-repair.
+        config["flexStart"] = True
+        config["reservationAffinity"] = {"consumeReservationType": "NO_RESERVATION"}
     auto = spec["autoscaling"]
     body: dict[str, Any] = {
         "name": spec["name"],
         "initialNodeCount": spec["initial_node_count"],
         "config": config,
-        "autoscaling": _autoscaling(auto),
+        "autoscaling": _autoscaling(auto, "ANY" if flex else "BALANCED"),
     }
+    if flex:
+        body["management"] = {"autoRepair": False, "autoUpgrade": True}
     if spec.get("locations"):
         body["locations"] = list(spec["locations"])
     return body
 
 
-def _autoscaling(auto: Mapping[str, Any]) -> dict[str, Any]:
+def _autoscaling(auto: Mapping[str, Any], location_policy: str = "BALANCED") -> dict[str, Any]:
     # total* bounds count nodes over all the pool's zones, as gpufleet_node_pools does.
     return {
         "enabled": True,
         "totalMinNodeCount": int(auto["min_node_count"]),
         "totalMaxNodeCount": int(auto["max_node_count"]),
-        "locationPolicy": "BALANCED",
+        "locationPolicy": location_policy,
     }
 
 
@@ -257,10 +340,16 @@ def plan_node_pool(desired: Mapping[str, Any], recorded: Mapping[str, Any]) -> P
         plan.immutable.append(("config.accelerators", _accel_view(have), _accel_view(want)))
     if bool(want.get("spot")) != bool(have.get("spot")):
         plan.immutable.append(("config.spot", bool(have.get("spot")), bool(want.get("spot"))))
+    if bool(want.get("flexStart")) != bool(have.get("flexStart")):
+        plan.immutable.append(("config.flexStart", bool(have.get("flexStart")), bool(want.get("flexStart"))))
     want_res = (want.get("reservationAffinity") or {}).get("values") or []
     have_res = (have.get("reservationAffinity") or {}).get("values") or []
     if want_res and want_res != have_res:
         plan.immutable.append(("config.reservationAffinity", have_res, want_res))
+    want_type = (want.get("reservationAffinity") or {}).get("consumeReservationType")
+    have_type = (have.get("reservationAffinity") or {}).get("consumeReservationType")
+    if want_type and want_type != have_type and not want_res:
+        plan.immutable.append(("config.reservationAffinity.consumeReservationType", have_type, want_type))
 
     auto_want, auto_have = desired.get("autoscaling") or {}, recorded.get("autoscaling") or {}
     keys = ("enabled", "totalMinNodeCount", "totalMaxNodeCount", "locationPolicy")
@@ -290,11 +379,12 @@ def _norm(value: Any) -> Any:
     return str(value)
 
 
-def _minor(version: str) -> tuple[int, int]:
-    match = re.match(r"^(\d+)\.(\d+)", str(version))
-    if not match:
+def _minor(version: str) -> KubernetesVersion:
+    """The minor release of a version GKE reports or is asked for (``1.34.1-gke.1431000`` -> 1.34)."""
+    parsed = KubernetesVersion.parse_reported(version)
+    if parsed is None:
         raise GpufleetError(f"not a Kubernetes version: {version!r}")
-    return int(match.group(1)), int(match.group(2))
+    return parsed.minor_version
 
 
 def plan_cluster(desired: Mapping[str, Any], recorded: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -325,8 +415,9 @@ def plan_cluster(desired: Mapping[str, Any], recorded: Mapping[str, Any]) -> lis
 
 
 def capacity_failure(message: str, pool: str, machine_type: str, zones: list[str]) -> str | None:
-    """A message naming zone(s) and machine type when GKE reports a stockout or quota failure; ``None`` otherwise."""
-    if not message or not any(m in message for m in STOCKOUT_MARKERS):
+    """A message naming zone(s) and machine type when GKE reports a stockout or quota failure; ``None`` otherwise
+    (capacity_ladder.classify_gke says which)."""
+    if capacity_ladder.classify_gke(message) is None:
         return None
     found = sorted({a or b for a, b in ZONE_RE.findall(message)})
     where = ", ".join(found or zones) or "unknown zone"
@@ -468,6 +559,18 @@ def ensure_cluster(
     return {"changed": True, "actions": actions, "cluster": api.get_cluster(name) or {}}
 
 
+def recorded_rung(rungs: Sequence[Mapping[str, Any]], recorded: Mapping[str, Any]) -> int | None:
+    """The rung of ``rungs`` a recorded pool was created on (capacity_ladder.pick_recorded): its immutable fields
+    match the rung's; ``None`` when no rung's do."""
+    label = ((recorded.get("config") or {}).get("labels") or {}).get(LABEL_CAPACITY_RUNG)
+    have_zones = sorted(recorded.get("locations") or [])
+    candidates = []
+    for i, rung in enumerate(rungs):
+        if not plan_node_pool(node_pool_body(rung), recorded).immutable:
+            candidates.append((i, sorted(rung.get("locations") or []) == have_zones, rung_kind(rung) == label))
+    return capacity_ladder.pick_recorded(candidates)
+
+
 def ensure_node_pool(
     api: ContainerApi,
     project: str,
@@ -478,49 +581,111 @@ def ensure_node_pool(
     state: str,
     waiter: Waiter | None,
     check_mode: bool,
+    ladder: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """Create, update or delete one node pool; returns ``{changed, actions, node_pool, capacity}``.
+
+    ``ladder`` (the full spec of each rung, ``ladder_specs``): a new pool is created on the first rung with capacity
+    (capacity_ladder.walk: a stockout deletes the failed pool and tries the next rung, a quota stops); a recorded
+    pool stays on the rung it was created on; a pool whose creation failed for capacity (status ERROR) is deleted
+    and the ladder walked again. ``capacity`` says which rung the pool is on (``{}`` when absent)."""
     loc = parent(project, location)
     cluster_name = f"{loc}/clusters/{cluster}"
     name = f"{cluster_name}/nodePools/{spec['name']}"
+    what = f"node pool {spec['name']}"
     recorded = api.get_node_pool(name)
     if state == "absent":
         if recorded is None:
-            return {"changed": False, "actions": [], "node_pool": {}}
+            return {"changed": False, "actions": [], "node_pool": {}, "capacity": {}}
         if not check_mode:
             op = api.delete_node_pool(name)
-            wait_operation(api, loc, op, waiter, f"deleting node pool {spec['name']}")
-        return {"changed": True, "actions": ["delete"], "node_pool": {}}
-    body = node_pool_body(spec)
+            wait_operation(api, loc, op, waiter, f"deleting {what}")
+        return {"changed": True, "actions": ["delete"], "node_pool": {}, "capacity": {}}
+    rungs = [dict(r) for r in ladder] if ladder else [dict(spec)]
+    views = [_rung(r, i, len(rungs)) for i, r in enumerate(rungs)]
+    actions: list[str] = []
 
-    def stockout(msg: str) -> str | None:
-        return capacity_failure(msg, spec["name"], spec["machine_type"], list(spec.get("locations") or []))
+    def stockout(rung: Mapping[str, Any]) -> Callable[[str], str | None]:
+        def on_error(msg: str) -> str | None:
+            text = capacity_failure(msg, spec["name"], rung["machine_type"], list(rung.get("locations") or []))
+            failure = capacity_ladder.classify_gke(msg)
+            if text and failure:
+                raise CapacityError(failure, text)
+            return None
 
+        return on_error
+
+    if recorded is not None and recorded.get("status") == "ERROR":
+        failure = capacity_ladder.classify_gke(recorded.get("statusMessage", ""))
+        if failure is not None:
+            # Its creation failed for capacity (an earlier run's last rung): delete it and walk the ladder again.
+            actions.append(f"delete the pool left in ERROR by {failure.code}")
+            if not check_mode:
+                wait_operation(api, loc, api.delete_node_pool(name), waiter, f"deleting {what} (in ERROR)")
+            recorded = None
     if recorded is None:
         if check_mode:
-            return {"changed": True, "actions": ["create"], "node_pool": body}
-        op = api.create_node_pool(cluster_name, body)
-        wait_operation(api, loc, op, waiter, f"creating node pool {spec['name']}", stockout)
-        return {"changed": True, "actions": ["create"], "node_pool": api.get_node_pool(name) or {}}
-    if recorded.get("status") in ("ERROR", "RUNNING_WITH_ERROR"):
-        failure = stockout(recorded.get("statusMessage", ""))
-        if failure:
-            raise GpufleetError(failure)
+            outcome = Outcome(spec["name"], views[0], predicted=True)
+            return {
+                "changed": True,
+                "actions": [*actions, "create"],
+                "node_pool": node_pool_body(rungs[0]),
+                "capacity": outcome.to_dict(),
+            }
+
+        def attempt(view: Rung) -> None:
+            rung = rungs[view.index]
+            on_error = stockout(rung)
+            try:
+                op = api.create_node_pool(cluster_name, node_pool_body(rung))
+            except GpufleetError:
+                raise
+            except Exception as exc:  # the API refused at once (a quota often is): classified by its message
+                on_error(str(exc))
+                raise
+            wait_operation(api, loc, op, waiter, f"creating {what}", on_error)
+
+        def clear(view: Rung) -> None:
+            actions.append(f"{view.label} ({view.kind}) had no capacity: deleted the failed pool")
+            if api.get_node_pool(name) is not None:
+                wait_operation(api, loc, api.delete_node_pool(name), waiter, f"deleting {what} after a stockout")
+
+        outcome = capacity_ladder.walk(spec["name"], what, views, attempt, clear)
+        actions.append(f"create ({outcome.rung.label}: {outcome.rung.kind})" if len(rungs) > 1 else "create")
+        return {
+            "changed": True,
+            "actions": actions,
+            "node_pool": api.get_node_pool(name) or {},
+            "capacity": outcome.to_dict(),
+        }
+    index = recorded_rung(rungs, recorded)
+    if recorded.get("status") == "RUNNING_WITH_ERROR":  # running nodes: never deleted; a capacity error is reported
+        rung = rungs[index if index is not None else 0]
+        text = capacity_failure(recorded.get("statusMessage", ""), spec["name"], rung["machine_type"],
+                                list(rung.get("locations") or []))  # fmt: skip
+        if text:
+            raise GpufleetError(text)
+    chosen = rungs[index if index is not None else 0]
+    body = node_pool_body(chosen)
     plan = plan_node_pool(body, recorded)
     if plan.immutable:
         diffs = "; ".join(f"{k}: recorded {old!r}, wanted {new!r}" for k, old, new in plan.immutable)
+        ladder_note = f" and matches none of the {len(rungs)} rungs of its capacity ladder" if len(rungs) > 1 else ""
         raise GpufleetError(
-            f"node pool {spec['name']} of cluster {cluster} cannot be changed in place ({diffs}): remove the pool "
-            "(state: absent) and create it again, or give the new pool another name"
+            f"node pool {spec['name']} of cluster {cluster} cannot be changed in place ({diffs}){ladder_note}: remove "
+            "the pool (state: absent) and create it again, or give the new pool another name"
         )
+    capacity = Outcome(spec["name"], views[index if index is not None else 0]).to_dict()
     if check_mode or not plan.changed:
-        return {"changed": plan.changed, "actions": plan.changes, "node_pool": recorded}
+        return {"changed": plan.changed, "actions": plan.changes, "node_pool": recorded, "capacity": capacity}
+    on_update_error = stockout(chosen)
     if plan.autoscaling is not None:
         op = api.set_node_pool_autoscaling(name, plan.autoscaling)
-        wait_operation(api, loc, op, waiter, f"autoscaling of node pool {spec['name']}", stockout)
+        wait_operation(api, loc, op, waiter, f"autoscaling of {what}", on_update_error)
     if plan.update:
         op = api.update_node_pool(name, plan.update)
-        wait_operation(api, loc, op, waiter, f"updating node pool {spec['name']}", stockout)
-    return {"changed": True, "actions": plan.changes, "node_pool": api.get_node_pool(name) or {}}
+        wait_operation(api, loc, op, waiter, f"updating {what}", on_update_error)
+    return {"changed": True, "actions": plan.changes, "node_pool": api.get_node_pool(name) or {}, "capacity": capacity}
 
 
 def node_count_check(spec: Mapping[str, Any]) -> None:
@@ -534,5 +699,6 @@ def node_count_check(spec: Mapping[str, Any]) -> None:
         raise GpufleetError(
             f"initial_node_count {spec['initial_node_count']} per zone x {zones} zones exceeds max_node_count {hi}"
         )
-    if spec.get("spot") and spec.get("reservation"):
-        raise GpufleetError("spot and reservation exclude each other")
+    capacity = [k for k in ("spot", "reservation", "any_reservation", "flex_start") if spec.get(k)]
+    if len(capacity) > 1:
+        raise GpufleetError(f"{' and '.join(capacity)} exclude each other: a node pool has one kind of capacity")

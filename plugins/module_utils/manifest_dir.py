@@ -26,6 +26,15 @@ A safe, transactional store:
 * **One fleet's files.** With a ``fleet`` (:class:`~.contract.FleetIdentity`), only files of objects labelled
   ``gpufleet.io/fleet=<fleet>`` are pruned (and unlabelled ones the fleet adopts); a file of another fleet is never
   pruned or overwritten, and an unlabelled one nobody decided about stops the run before anything is written.
+* **Ready for GitOps** (``gitops``, module_utils/gitops.py). Every object written gets what its GitOps tool needs to
+  sync it in order (Argo CD's sync wave, the Flux layer; Namespaces are never deleted by the tool). Every namespace a
+  cluster's serving or cache objects use gets a ``v1 Namespace`` file under ``<cluster>/_cluster/`` (pruned when no
+  such object uses it any more), so a cluster directory applies as it is. ``_fleet`` (:data:`FLEET_DIR`) is the fleet
+  directory: the GitOps generator (:meth:`Transaction.plan_fleet`) and the plan document live there; it is never a
+  cluster, never read back and never pruned as one (only the owner-labelled files in its namespace directories are
+  the generator's).
+* **What changed.** :class:`SyncResult` counts per cluster files created, changed and removed (``+N ~M -K``) and, with
+  ``diff``, holds each changed file's text before and after (Ansible's ``--diff``).
 """
 
 from __future__ import annotations
@@ -46,13 +55,25 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    COMPONENT_CACHE,
+    COMPONENT_SERVING,
     FOREIGN,
+    LABEL_COMPONENT,
     LABEL_FLEET,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
     MINE,
     UNLABELLED,
     FleetIdentity,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.gitops import (
+    decorate,
+    is_workload,
+    is_workload_namespace,
+    namespace_object,
+    parse_tool,
+)
 
 try:  # POSIX advisory lock serialising writers of one render directory
     import fcntl
@@ -80,6 +101,8 @@ except ImportError:  # pragma: no cover - ansible-core always ships PyYAML
     YAML_IMPORT_ERROR = traceback.format_exc()
 
 CLUSTER_SCOPED_DIR = "_cluster"
+#: The fleet directory: the GitOps generator and the plan document; never a cluster.
+FLEET_DIR = "_fleet"
 STATE_DIR = ".gpufleet"
 LOCK_FILE = "lock"
 JOURNAL_FILE = "commit.json"
@@ -90,14 +113,52 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 @dataclass
 class SyncResult:
+    #: Files created or changed (relative to the root); ``created`` the ones among them that did not exist.
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     unchanged: int = 0
     removed_clusters: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    #: The clusters planned (and the fleet directory when its generator was), in order.
+    clusters: list[str] = field(default_factory=list)
+    #: Clusters that left the inventory: the files kept in their directories (not gpufleet.serving's, or another
+    #: fleet's).
+    left: dict[str, list[str]] = field(default_factory=dict)
+    #: With ``diff``: ``{before, after, before_header, after_header}`` per file written or removed (Ansible's diff).
+    diff: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return bool(self.written or self.removed)
+
+    def files(self) -> dict[str, dict[str, int]]:
+        """Per cluster directory (and ``_fleet``): files ``created``, ``changed`` and ``removed``."""
+        out: dict[str, dict[str, int]] = {
+            c: {"created": 0, "changed": 0, "removed": 0} for c in [*self.clusters, *self.removed_clusters]
+        }
+        created = set(self.created)
+        for rel in self.written:
+            entry = out.setdefault(rel.split("/", 1)[0], {"created": 0, "changed": 0, "removed": 0})
+            entry["created" if rel in created else "changed"] += 1
+        for rel in self.removed:
+            out.setdefault(rel.split("/", 1)[0], {"created": 0, "changed": 0, "removed": 0})["removed"] += 1
+        return out
+
+    def lines(self) -> list[str]:
+        """``<cluster>: +N ~M -K files`` per cluster directory (created, changed, removed), then, per cluster
+        that left the inventory, the files kept there."""
+        out = [
+            f"{cluster}: +{n['created']} ~{n['changed']} -{n['removed']} files"
+            + (" (left the inventory: its owned files are pruned)" if cluster in self.removed_clusters else "")
+            for cluster, n in self.files().items()
+        ]
+        for cluster, kept in sorted(self.left.items()):
+            shown = ", ".join(kept[:10]) + (f" and {len(kept) - 10} more" if len(kept) > 10 else "")
+            out.append(
+                f"{cluster}: left the inventory; {len(kept)} file(s) kept, not this fleet's or not "
+                f"gpufleet.serving's: {shown}"
+            )
+        return out
 
 
 def _require_yaml() -> None:
@@ -246,11 +307,12 @@ def _entries(root: Path, directory: Path) -> list[os.DirEntry[str]]:
 
 
 def cluster_dirs(root: str | Path) -> list[str]:
-    """The cluster directories of the render directory (dot entries such as ``.gpufleet`` are not clusters)."""
+    """The cluster directories of the render directory (dot entries such as ``.gpufleet`` and the fleet directory
+    ``_fleet`` are not clusters)."""
     root = Path(root)
     if not root.is_dir():
         return []
-    return [e.name for e in _entries(root, root) if e.is_dir(follow_symlinks=False)]
+    return [e.name for e in _entries(root, root) if e.is_dir(follow_symlinks=False) and e.name != FLEET_DIR]
 
 
 def _files(root: Path, cluster: str) -> Iterator[Path]:
@@ -480,7 +542,7 @@ def _recover(root: Path) -> None:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(root / rel)
         os.unlink(root / STATE_DIR / JOURNAL_FILE)
-    for cluster in cluster_dirs(root):
+    for cluster in [*cluster_dirs(root), FLEET_DIR]:
         for ns in _entries(root, root / cluster):
             if not ns.is_dir(follow_symlinks=False):
                 continue
@@ -495,17 +557,31 @@ class Transaction:
     """Plan the contents of several clusters of one render directory, then write them all or none.
 
     ``plan()`` per cluster (nothing is written), then ``commit()`` once. ``expect_token`` (from :func:`tree_token` at
-    read time) makes the commit refuse to overwrite a directory another run changed in between.
+    read time) makes the commit refuse to overwrite a directory another run changed in between. ``gitops``
+    (``flux``, ``argocd`` or ``none``/None) decorates every object for its GitOps tool (:func:`.gitops.decorate`);
+    ``diff`` keeps every changed file's text before and after (``result.diff``).
     """
 
-    def __init__(self, root: str | Path, *, check_mode: bool = False, expect_token: str | None = None) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        check_mode: bool = False,
+        expect_token: str | None = None,
+        gitops: str | None = None,
+        diff: bool = False,
+    ) -> None:
         self.root = Path(os.path.abspath(root))
         self.check_mode = check_mode
         self.expect_token = expect_token
+        self.gitops = parse_tool(gitops, "gitops")
+        self.diff = diff
         self.result = SyncResult()
         self._write: list[tuple[str, str]] = []
         self._remove: list[str] = []
         self._planned: set[str] = set()
+        #: The objects planned, by file (for the namespaces the cluster's workloads use).
+        self._objects: dict[str, Mapping[str, Any]] = {}
         if not check_mode:
             recover(self.root)
 
@@ -521,14 +597,49 @@ class Transaction:
     ) -> SyncResult:
         """Make ``<root>/<cluster>`` hold ``objects``; prune files of ``owner``-labelled objects not among them (but
         those for which ``keep(relpath, object)`` is true). With ``fleet``, only that fleet's files are pruned, and a
-        file of another fleet is never overwritten (see the module docstring)."""
+        file of another fleet is never overwritten (see the module docstring). When ``owner`` is the serving or the
+        model cache owner, the cluster's workload Namespace files are brought up to date too."""
+        if cluster == FLEET_DIR:
+            raise GpufleetError(
+                f"manifest_dir: {FLEET_DIR} is the fleet directory (the GitOps generator, the plan document), never a "
+                "cluster: rename the inventory host"
+            )
+        result = self._plan(cluster, objects, owner, prune=prune, keep=keep, fleet=fleet, decorated=True)
+        if _workload_owner(owner):
+            self._plan_namespaces(cluster, fleet, result)
+        self._merge(result)
+        return result
+
+    def plan_fleet(self, objects: Iterable[Mapping[str, Any]], owner: Mapping[str, str]) -> SyncResult:
+        """Make the fleet directory's namespace directories (``<root>/_fleet/<namespace>/``) hold ``objects`` (the
+        GitOps generator, written as they are); prune the ``owner``-labelled files there that are not among them.
+        Anything else in ``_fleet`` (the plan document) is never touched."""
+        result = self._plan(FLEET_DIR, objects, owner, prune=True, keep=None, fleet=None, decorated=False)
+        self._merge(result)
+        return result
+
+    def _plan(
+        self,
+        cluster: str,
+        objects: Iterable[Mapping[str, Any]],
+        owner: Mapping[str, str] | None,
+        *,
+        prune: bool,
+        keep: Callable[[str, Any], bool] | None,
+        fleet: FleetIdentity | None,
+        decorated: bool,
+    ) -> SyncResult:
         planned: dict[str, str] = {}
+        objs: dict[str, Mapping[str, Any]] = {}
         for obj in objects:
+            if decorated:
+                obj = decorate(obj, self.gitops)
             rel = object_relpath(cluster, obj)
             if rel in planned or rel in self._planned:
                 raise GpufleetError(f"manifest_dir: two objects would be written to {rel}")
             planned[rel] = dump(obj)
-        result = SyncResult()
+            objs[rel] = obj
+        result = SyncResult(clusters=[cluster])
         undecided: list[str] = []
         for rel, text in planned.items():
             check_path(self.root, rel)
@@ -538,8 +649,7 @@ class Transaction:
             else:
                 if fleet is not None and current is not None:
                     undecided += _overwrite_check(rel, current, owner or {}, fleet)
-                self._write.append((rel, text))
-                result.written.append(rel)
+                self._add_write(result, rel, text, current)
         if prune and owner:
             # Only files that are not being (re)written can be stale; only those are read.
             found = list(read_objects(self.root, [cluster], owner, skip=planned))
@@ -550,13 +660,126 @@ class Transaction:
             for _cluster, rel, obj in found:
                 if keep is not None and keep(rel, obj):
                     continue
-                self._remove.append(rel)
-                result.removed.append(rel)
+                self._add_remove(result, rel)
         if fleet is not None and undecided:
             raise fleet.unlabelled_error(undecided)
         self._planned.update(planned)
-        self._merge(result)
+        self._objects.update(objs)
         return result
+
+    def _add_write(self, result: SyncResult, rel: str, text: str, current: str | None) -> None:
+        self._write.append((rel, text))
+        result.written.append(rel)
+        if current is None:
+            result.created.append(rel)
+        if self.diff:
+            result.diff.append({"before": current or "", "after": text, "before_header": rel, "after_header": rel})
+
+    def _add_remove(self, result: SyncResult, rel: str) -> None:
+        self._remove.append(rel)
+        result.removed.append(rel)
+        if self.diff:
+            before = _read_text(self.root / rel) or ""
+            result.diff.append({"before": before, "after": "", "before_header": rel, "after_header": "(removed)"})
+
+    def _load(self, rel: str) -> Any:
+        text = _read_text(self.root / rel)
+        if text is None:
+            return None
+        try:
+            return yaml.load(text, Loader=_Loader)
+        except yaml.YAMLError:
+            return None  # not an object of ours
+
+    def _used_namespaces(self, cluster: str) -> set[str]:
+        """The namespaces of the serving and cache objects (of any fleet) ``<root>/<cluster>`` holds once this
+        transaction is committed: those it writes, and the files it neither writes nor removes."""
+        used: set[str] = set()
+        prefix = f"{cluster}/"
+        for rel, obj in self._objects.items():
+            namespace = (obj.get("metadata") or {}).get("namespace")
+            if rel.startswith(prefix) and namespace and is_workload(obj):
+                used.add(str(namespace))
+        removing = set(self._remove)
+        for ns in _entries(self.root, self.root / cluster):
+            if not ns.is_dir(follow_symlinks=False) or ns.name == CLUSTER_SCOPED_DIR or ns.name in used:
+                continue
+            for f in _entries(self.root, Path(ns.path)):
+                rel = f"{cluster}/{ns.name}/{f.name}"
+                if not f.name.endswith(".yaml") or not f.is_file(follow_symlinks=False):
+                    continue
+                if rel in removing or rel in self._objects:
+                    continue  # going away, or planned (counted above)
+                if is_workload(self._load(rel)):
+                    used.add(ns.name)
+                    break
+        return used
+
+    def _fleets_using(self, cluster: str, namespace: str) -> set[str]:
+        """The fleets (``gpufleet.io/fleet`` values, ``""`` for none) whose serving or cache objects
+        ``<root>/<cluster>/<namespace>/`` holds once this transaction is committed."""
+        fleets = set()
+        for rel, obj in self._objects.items():
+            if rel.startswith(f"{cluster}/{namespace}/") and is_workload(obj):
+                fleets.add(str(_labels(obj).get(LABEL_FLEET) or ""))
+        removing = set(self._remove)
+        for f in _entries(self.root, self.root / cluster / namespace):
+            rel = f"{cluster}/{namespace}/{f.name}"
+            if not f.name.endswith(".yaml") or not f.is_file(follow_symlinks=False):
+                continue
+            if rel in removing or rel in self._objects:
+                continue
+            obj = self._load(rel)
+            if is_workload(obj):
+                fleets.add(str(_labels(obj).get(LABEL_FLEET) or ""))
+        return fleets
+
+    def _plan_namespaces(
+        self, cluster: str, fleet: FleetIdentity | None, result: SyncResult, *, write: bool = True
+    ) -> None:
+        """Every namespace the cluster's serving and cache objects use gets a Namespace file
+        (``<cluster>/_cluster/namespace-<ns>.yaml``); the fleet's own Namespace files no such object uses any more
+        are pruned. A Namespace file that is not a workload one (the serving stack's, a hand-written one) is left as it
+        is: the namespace is in the directory either way. Another fleet's is left too while that fleet's objects use the
+        namespace, and taken over when only this fleet's do (so it goes when they go)."""
+        used = self._used_namespaces(cluster)
+        removing = set(self._remove)
+        name = fleet.name if fleet is not None else None
+
+        def ours(obj: Any) -> bool:
+            return is_workload_namespace(obj) and (fleet is None or fleet.owns(_labels(obj)))
+
+        for ns in sorted(used):
+            rel = f"{cluster}/{CLUSTER_SCOPED_DIR}/namespace-{ns}.yaml"
+            if not write or rel in self._planned or rel in removing:
+                continue
+            check_path(self.root, rel)
+            current = _read_text(self.root / rel)
+            if current is not None and not ours(self._load(rel)):
+                existing = self._load(rel)
+                whose = str(_labels(existing).get(LABEL_FLEET) or "")
+                if not is_workload_namespace(existing) or name is None or whose in self._fleets_using(cluster, ns):
+                    continue
+            obj = decorate(namespace_object(ns, name), self.gitops)
+            text = dump(obj)
+            self._planned.add(rel)
+            self._objects[rel] = obj
+            if current == text:
+                result.unchanged += 1
+            else:
+                self._add_write(result, rel, text, current)
+        for f in _entries(self.root, self.root / cluster / CLUSTER_SCOPED_DIR):
+            rel = f"{cluster}/{CLUSTER_SCOPED_DIR}/{f.name}"
+            if not (f.name.startswith("namespace-") and f.name.endswith(".yaml")) or not f.is_file(
+                follow_symlinks=False
+            ):
+                continue
+            if rel in self._planned or rel in removing:
+                continue
+            obj = self._load(rel)
+            meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+            if ours(obj) and isinstance(meta, Mapping) and str(meta.get("name")) not in used:
+                self._add_remove(result, rel)
 
     def prune_other_clusters(
         self,
@@ -566,9 +789,10 @@ class Transaction:
         fleet: FleetIdentity | None = None,
     ) -> list[str]:
         """Plan pruning the ``owner``-labelled files of every cluster directory not in ``keep`` (clusters that left
-        the inventory), but those for which ``keep_file(relpath, object)`` is true; other files there are kept.
-        With ``fleet``, only that fleet's files (another fleet's cluster directories are not clusters that left).
-        Returns those clusters' names."""
+        the inventory), but those for which ``keep_file(relpath, object)`` is true; other files there are kept
+        (``result.left`` lists those that are not gpufleet.serving's or are another fleet's). The workload Namespace
+        files of such a cluster go once no serving or cache file is left there. With ``fleet``, only that fleet's
+        files (another fleet's cluster directories are not clusters that left). Returns those clusters' names."""
         keep = set(keep)
         gone = []
         result = SyncResult()
@@ -582,10 +806,23 @@ class Transaction:
                     raise fleet.unlabelled_error(rel for _c, rel, _o in split.undecided)
                 found = split.mine
             files = [rel for _c, rel, obj in found if keep_file is None or not keep_file(rel, obj)]
-            if files:
+            before = len(result.removed)
+            for rel in files:
+                self._add_remove(result, rel)
+            if files or _workload_owner(owner):
+                self._plan_namespaces(cluster, fleet, result, write=False)
+            if len(result.removed) > before:
                 gone.append(cluster)
-                self._remove.extend(files)
-                result.removed.extend(files)
+                removing = set(self._remove)
+                left = []
+                for _c, rel, obj in read_objects(self.root, [cluster], None, skip=removing):
+                    labels = _labels(obj)
+                    if labels.get(LABEL_MANAGED_BY) != MANAGED_BY or (
+                        fleet is not None and fleet.classify(labels) == FOREIGN
+                    ):
+                        left.append(rel)
+                if left:
+                    result.left[cluster] = left
         result.removed_clusters = gone
         self._merge(result)
         return gone
@@ -595,6 +832,10 @@ class Transaction:
         self.result.removed += part.removed
         self.result.unchanged += part.unchanged
         self.result.removed_clusters += part.removed_clusters
+        self.result.created += part.created
+        self.result.clusters += [c for c in part.clusters if c not in self.result.clusters]
+        self.result.left.update(part.left)
+        self.result.diff += part.diff
 
     def commit(self) -> SyncResult:
         """Stage every file, then switch them all in and prune (journaled); on a staging failure nothing changes."""
@@ -648,6 +889,13 @@ class Transaction:
         return self.result
 
 
+def _workload_owner(owner: Mapping[str, str] | None) -> bool:
+    """Whether ``owner`` selects serving or model cache objects (whose namespaces the writer renders)."""
+    if not owner or owner.get(LABEL_MANAGED_BY) != MANAGED_BY:
+        return False
+    return str(owner.get(LABEL_COMPONENT)) in (COMPONENT_SERVING, COMPONENT_CACHE)
+
+
 def _overwrite_check(rel: str, current: str, owner: Mapping[str, str], fleet: FleetIdentity) -> list[str]:
     """Writing over the file ``rel`` (its text ``current``) for ``fleet``: refused when it holds another fleet's object
     (or an unlabelled owned one the fleet leaves alone); ``[rel]`` when it is an unlabelled owned one nobody decided
@@ -680,12 +928,14 @@ def sync(
     prune: bool = True,
     check_mode: bool = False,
     fleet: FleetIdentity | None = None,
+    gitops: str | None = None,
+    diff: bool = False,
 ) -> SyncResult:
     """Make ``<root>/<cluster>`` hold ``objects``; prune files of ``owner``-labelled objects that are not among them.
 
     One :class:`Transaction`: everything is computed (and every object serialised) before the first write, so a bad
     object loses nothing.
     """
-    txn = Transaction(root, check_mode=check_mode)
+    txn = Transaction(root, check_mode=check_mode, gitops=gitops, diff=diff)
     txn.plan(cluster, objects, owner, prune=prune, fleet=fleet)
     return txn.commit()

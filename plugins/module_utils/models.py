@@ -32,6 +32,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.dra.api import (
     expand,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.k8s.version import supported as supported_kubernetes
 from ansible_collections.gpufleet.serving.plugins.module_utils.redact import (
     describe,
     has_userinfo,
@@ -48,6 +49,7 @@ try:
         Field,
         ValidationError,
         ValidationInfo,
+        WithJsonSchema,
         field_validator,
         model_validator,
     )
@@ -71,6 +73,9 @@ except ImportError:  # pragma: no cover - exercised by ansible-test's import san
         return kwargs
 
     def AfterValidator(func: Any) -> Any:  # type: ignore[no-redef]
+        return None
+
+    def WithJsonSchema(schema: Any) -> Any:  # type: ignore[no-redef]
         return None
 
     def Field(*args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]
@@ -714,6 +719,49 @@ class Toleration(BaseModel):
         return (self.value or "") == (taint.value or "")
 
 
+#: At most this many rungs in a pool's capacity ladder (each is a create attempt of up to the wait timeout).
+CAPACITY_LADDER_MAX = 8
+_RUNG_RESERVATION_FIELDS = ("reservation", "capacity_reservation_id", "capacity_block")
+
+
+class CapacityRung(_Strict):
+    """One rung of a pool's capacity ladder (docs/provisioning.md, "Capacity ladder"): the kind of capacity, and
+    optionally other zones or another machine type with the same GPUs as the pool's class. Which fields a provider
+    takes (``machine_type`` and ``reservation`` on GKE; ``instance_type``, ``capacity_reservation_id`` and
+    ``capacity_block`` on EKS), which zones and machine types are valid, is ``provider_rules.ladder_errors``'."""
+
+    #: The kind of capacity (contract.CAPACITY_RUNGS): ``reservation`` (a GKE reservation, an EC2 On-Demand Capacity
+    #: Reservation or Capacity Block), ``flex-start`` (GKE's Dynamic Workload Scheduler), ``spot``, ``on-demand``.
+    kind: Literal["reservation", "flex-start", "spot", "on-demand"]
+    #: The rung's zones instead of the pool's (default: the pool's).
+    zones: list[str] = Field(default_factory=list)
+    #: GKE: another machine type with the class's GPUs (same accelerator type and count).
+    machine_type: str | None = Field(default=None, min_length=1, max_length=63)
+    #: EKS: another instance type with the class's GPUs (same family, GPU model and count).
+    instance_type: str | None = Field(default=None, min_length=1, max_length=63)
+    #: GKE reservation rung: the specific reservation (``name`` or ``projects/P/reservations/NAME``); default the
+    #: class's ``reservation``, else any matching reservation of the project.
+    reservation: str | None = Field(default=None, pattern=r"^\S+$", max_length=256)
+    #: EKS reservation rung: the On-Demand Capacity Reservation or Capacity Block (``cr-...``); default the class's.
+    capacity_reservation_id: str | None = Field(default=None, pattern=r"^cr-[0-9a-f]{8,17}$")
+    #: EKS reservation rung: ``capacity_reservation_id`` is a Capacity Block (default: the class's capacity_type is
+    #: CAPACITY_BLOCK), else an On-Demand Capacity Reservation.
+    capacity_block: StrictBool | None = None
+
+    @model_validator(mode="after")
+    def _reservation_fields(self) -> CapacityRung:
+        if self.kind != "reservation":
+            given = [f for f in _RUNG_RESERVATION_FIELDS if getattr(self, f) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)}: only for kind reservation (this rung is {self.kind})")
+        return self
+
+    def key(self) -> tuple[Any, ...]:
+        """What makes two rungs the same attempt."""
+        return (self.kind, tuple(self.zones), self.machine_type, self.instance_type, self.reservation,
+                self.capacity_reservation_id, self.capacity_block)  # fmt: skip
+
+
 class NodePool(_Strict):
     name: str
     class_: str = Field(alias="class")
@@ -721,8 +769,21 @@ class NodePool(_Strict):
     min_node_count: StrictInt | None = Field(default=None, ge=0)
     max_node_count: StrictInt | None = Field(default=None, ge=0)
     zones: list[str] = Field(default_factory=list)
+    #: GKE / EKS: the capacity to try, in order, when the pool is created (docs/provisioning.md, "Capacity ladder");
+    #: empty: the one rung the class describes.
+    capacity_ladder: list[CapacityRung] = Field(default_factory=list, max_length=CAPACITY_LADDER_MAX)
 
     _name = field_validator("name")(classmethod(lambda cls, v: check_dns_label(v)))
+
+    @field_validator("capacity_ladder")
+    @classmethod
+    def _distinct_rungs(cls, v: list[CapacityRung]) -> list[CapacityRung]:
+        seen: dict[tuple[Any, ...], int] = {}
+        for i, rung in enumerate(v):
+            if rung.key() in seen:
+                raise ValueError(f"rung {i} repeats rung {seen[rung.key()]}: a second attempt at the same capacity")
+            seen[rung.key()] = i
+        return v
 
     @model_validator(mode="after")
     def _bounds(self) -> NodePool:
@@ -735,25 +796,9 @@ class NodePool(_Strict):
         return self
 
 
-MIN_DRA_KUBERNETES = (1, 34)
-
-
-# MAJOR.MINOR, optionally .PATCH and a provider build suffix of dot/dash separated alphanumerics (GKE's
-# 1.34.1-gke.1431000); nothing else (no spaces, shell characters or trailing text).
-K8S_VERSION_RE = re.compile(
-    r"^(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})(?:\.(0|[1-9]\d{0,3})(?:-[0-9A-Za-z]+(?:[.-][0-9A-Za-z]+)*)?)?$"
-)
-
-
 def _check_k8s_version(value: str) -> str:
-    match = K8S_VERSION_RE.fullmatch(value) if len(value) <= 64 else None
-    if not match:
-        raise ValueError(
-            f"{value!r} must be a Kubernetes version: MAJOR.MINOR (1.34), MAJOR.MINOR.PATCH (1.34.1) or a provider "
-            "patch version such as 1.34.1-gke.1431000"
-        )
-    if (int(match.group(1)), int(match.group(2))) < MIN_DRA_KUBERNETES:
-        raise ValueError(f"{value!r} is older than 1.34: DRA (resource.k8s.io/v1) is GA from Kubernetes 1.34")
+    """A declared ``kubernetes_version``, kept as written (k8s/version.py: the grammar and the 1.34 minimum)."""
+    supported_kubernetes(value)
     return value
 
 
@@ -836,6 +881,17 @@ class Cluster(_Strict):
 # --------------------------------------------------------------------------------------------------------------------
 
 
+class ObservedNode(_Strict):
+    """One observed node of a pool (design.md §11, §12): the devices other workloads' claims hold there (names, as the
+    class names them) and the taints its ResourceSlices publish on devices beyond the class's (device name ->
+    taints). Placement allocates around both, device by device."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    devices: list[str] = Field(default_factory=list)
+    taints: dict[str, list[DeviceTaint]] = Field(default_factory=dict)
+
+
 class PlacementPool(BaseModel):
     """A pool as placement counts it: the class of its nodes and how many there are."""
 
@@ -846,8 +902,9 @@ class PlacementPool(BaseModel):
     class_name: str = Field(alias="class", min_length=1)
     nodes: int = Field(ge=0, strict=True)
     #: Observed capacity (design.md §11, §12): per node of ``nodes`` that other workloads' claims hold devices of, the
-    #: names of those devices (``gpu-3``); placement allocates around them.
-    held: list[list[str]] = Field(default_factory=list)
+    #: names of those devices (``gpu-3``), or an :class:`ObservedNode` (held devices and observed device taints);
+    #: placement allocates around them.
+    held: list[list[str] | ObservedNode] = Field(default_factory=list)
 
 
 class PlacementCluster(BaseModel):
@@ -1184,6 +1241,112 @@ class PlacementOptions(_Strict):
     exclusive_nodes: StrictBool = False
 
 
+#: The ``/dev/shm`` size limit of every serving pod unless the deployment sets ``shm_size``.
+DEFAULT_SHM_SIZE = "16Gi"
+#: Below the container runtime's own default (64Mi) a limit is a unit mistake (``shm_size: 16`` is 16 bytes).
+MIN_SHM_SIZE = "64Mi"
+
+
+def check_shm_size(value: Any) -> str:
+    text = check_quantity(value)
+    from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import parse_quantity
+
+    if parse_quantity(text).cmp(parse_quantity(MIN_SHM_SIZE)) < 0:
+        raise ValueError(f"must be at least {MIN_SHM_SIZE}, a quantity such as 16Gi (got {text!r})")
+    return text
+
+
+def _check_http_path(value: str | None) -> str | None:
+    if value is not None and (not value.startswith("/") or any(ch.isspace() for ch in value)):
+        raise ValueError(f"must be an HTTP path: starting with '/', no spaces (got {value!r})")
+    return value
+
+
+def _check_image(value: str) -> str:
+    if not value or any(ch.isspace() for ch in value):
+        raise ValueError(f"must be a container image reference such as docker.io/library/busybox:1.37 (got {value!r})")
+    return value
+
+
+_DURATION_RE = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def duration_seconds(value: Any) -> Any:
+    """A duration as whole seconds: an integer (seconds) or a text such as ``1800``, ``90s``, ``30m``, ``1h30m``.
+    Anything else is returned as it is, for the field's own type check to refuse."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        match = _DURATION_RE.fullmatch(text)
+        if not text or not match:
+            raise ValueError(f"must be a duration: seconds (1800) or a text such as 90s, 30m or 1h30m (got {value!r})")
+        hours, minutes, seconds = (int(g or 0) for g in match.groups())
+        return hours * 3600 + minutes * 60 + seconds
+    return value
+
+
+#: A duration field: whole seconds; the inventory may also write ``30m`` (the JSON Schema says so).
+Duration = Annotated[
+    StrictInt,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "string", "pattern": r"^\s*(\d+|(\d+h)?(\d+m)?(\d+s)?)\s*$"},
+            ],
+            "description": "seconds, or a duration such as 90s, 30m, 1h30m",
+        }
+    ),
+]
+
+#: Bounds of the probe settings (``health``). Kubernetes only asks for >= 1; the upper bounds catch unit mistakes.
+STARTUP_TIMEOUT_MAX = 24 * 3600
+LIVENESS_TIMEOUT_MAX = 3600
+PROBE_PERIOD_MAX = 300
+
+
+class HealthOptions(_Strict):
+    """How the engine container is probed (docs/routing.md, "Health"): a startupProbe that gives the model
+    ``startup_timeout`` to load, then a livenessProbe that restarts an engine unresponsive for ``liveness_timeout``
+    and a readinessProbe that takes a busy or loading engine out of its Services. A probe the template sets itself is
+    left as it is."""
+
+    #: The HTTP path every probe requests. Default: ``/health`` for vLLM and SGLang engines; other engines get a TCP
+    #: check on the port unless a path is set.
+    path: Annotated[str, AfterValidator(_check_http_path)] | None = Field(default=None, max_length=1024)
+    #: How long a model may take to load before the container is restarted. Default: 30m (60m for a Leader/Worker gang,
+    #: whose leader also waits for its workers).
+    startup_timeout: Duration | None = Field(default=None, ge=1, le=STARTUP_TIMEOUT_MAX)
+    #: How long a loaded engine may fail its health check before it is restarted.
+    liveness_timeout: Duration = Field(default=60, ge=1, le=LIVENESS_TIMEOUT_MAX)
+    #: Seconds between two checks, and how long one check may take.
+    period_seconds: StrictInt = Field(default=10, ge=1, le=PROBE_PERIOD_MAX)
+    timeout_seconds: StrictInt = Field(default=5, ge=1, le=PROBE_PERIOD_MAX)
+
+    _durations = field_validator("startup_timeout", "liveness_timeout", mode="before")(
+        classmethod(lambda cls, v: duration_seconds(v))
+    )
+
+    @model_validator(mode="after")
+    def _liveness_covers_a_period(self) -> HealthOptions:
+        if self.liveness_timeout < self.period_seconds:
+            raise ValueError(
+                f"liveness_timeout ({self.liveness_timeout}s) must be at least period_seconds ({self.period_seconds}s): "
+                "an engine is restarted after failing checks for that long"
+            )
+        return self
+
+
+class CacheWaitOptions(_Strict):
+    """The init container that holds the serving pods of a deployment with a cache until the cache's hydration Job has
+    written the completion manifest (docs/routing.md, "Waiting for the model cache")."""
+
+    enabled: StrictBool = True
+    #: Any image with ``/bin/sh``. Default: the hydration Job's (``model_cache_image``'s default).
+    image: Annotated[str, AfterValidator(_check_image)] | None = Field(default=None, max_length=1024)
+
+
 class ModelDeployment(_Strict):
     name: str
     namespace: str = "default"
@@ -1200,10 +1363,15 @@ class ModelDeployment(_Strict):
     disruption: Disruption = Field(default_factory=Disruption)
     rollout: Rollout = Field(default_factory=Rollout)
     placement: PlacementOptions = Field(default_factory=PlacementOptions)
+    health: HealthOptions = Field(default_factory=HealthOptions)
+    #: The size limit of the serving pods' memory-backed ``/dev/shm`` (it counts against the pod's memory).
+    shm_size: str = DEFAULT_SHM_SIZE
+    cache_wait: CacheWaitOptions = Field(default_factory=CacheWaitOptions)
     # Filled in by fleet_info (the resolved ``clusters`` host pattern); accepted so its output can be fed back.
     candidate_clusters: list[str] = Field(default_factory=list, exclude=True)
 
     _name = field_validator("name", "namespace")(classmethod(lambda cls, v: check_dns_label(v)))
+    _shm = field_validator("shm_size", mode="before")(classmethod(lambda cls, v: check_shm_size(v)))
 
     @field_validator("engines")
     @classmethod

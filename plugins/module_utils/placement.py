@@ -60,7 +60,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel
-from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import DRAIN_TAINT, replica_name
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra import features as dra_features
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.allocator import (
     Allocation,
     Counters,
     NodeDevice,
@@ -68,10 +70,9 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import 
     node_counters,
     node_devices,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import DRAIN_TAINT, replica_name
-from ansible_collections.gpufleet.serving.plugins.module_utils.dra import features as dra_features
 from ansible_collections.gpufleet.serving.plugins.module_utils.dra.state import EMPTY, NodeUse, PoolLedger
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.k8s.version import KubernetesVersion
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     DeviceSubRequest,
     InferenceClass,
@@ -377,6 +378,17 @@ class _MemberMatch:
     #: Each pod takes a whole node: it claims every device there (and has no first_available alternative that could
     #: take fewer), or the deployment asks for exclusive nodes. Such members are charged by node count (the fast path).
     whole: bool = False
+    #: The claim is allocated on a node of its own (``devices`` are what it gets there). False: it stops at a CEL
+    #: runtime error there (``why``), and fits only beside claims that hold the devices its selectors fail on
+    #: (``beside``; kube-scheduler skips devices in use before it evaluates selectors); ``device_requests`` are
+    #: resolved on such a node.
+    alone: bool = True
+    beside: tuple[str, ...] = ()
+
+    def beside_text(self) -> str:
+        """``gpu-0, gpu-1``: the devices other claims must hold for a member that does not fit alone."""
+        names = list(self.beside)
+        return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
     @property
     def claims(self) -> bool:
@@ -466,12 +478,24 @@ def _match_member(
     features: dra_features.Features = dra_features.ALL,
     counters: Counters | None = None,
 ) -> _MemberMatch:
-    """Allocate one pod's claim on one node's devices (:func:`allocator.allocate`) and resolve the record's requests."""
+    """Allocate one pod's claim on one node's devices (:func:`allocator.allocate`) and resolve the record's requests.
+
+    A claim that stops at a CEL runtime error on a node of its own may still be allocated beside other claims: upstream
+    skips the devices they hold before it evaluates selectors, so where they hold every device a selector errors on,
+    the search never meets the error. Such a member matches the class *beside others* (``alone`` False): placement
+    puts it only on nodes where that is so, as kube-scheduler would."""
     ns = member.node_selector
     alloc = allocate(ns, devices, check, features=features, counters=counters)
-    if not alloc.ok:
-        return _MemberMatch(False, why=alloc.why)
-    return _resolve(ns, devices, check, alloc)
+    if alloc.ok:
+        return _resolve(ns, devices, check, alloc)
+    if alloc.stopped:
+        beside = allocate(ns, devices, check, alloc.stopped, features, counters=counters)
+        if beside.ok and beside.devices:
+            mm = _resolve(ns, devices, check, beside)
+            mm.alone, mm.devices, mm.consumed, mm.why = False, (), {}, alloc.why
+            mm.beside = tuple(devices[i].name for i in sorted(alloc.stopped))
+            return mm
+    return _MemberMatch(False, why=alloc.why)
 
 
 def _resolve(ns: NodeSelector, devices: list[NodeDevice], check: Any, alloc: Allocation) -> _MemberMatch:
@@ -527,11 +551,11 @@ def _resolve(ns: NodeSelector, devices: list[NodeDevice], check: Any, alloc: All
 
 
 def _minor(version: str | None) -> str | None:
-    """``"1.34.1-gke.1431000"`` -> ``"1.34"`` (what decides the CEL library); None stays None."""
+    """``"1.34.1-gke.1431000"`` -> ``"1.34"``: the minor release, which decides the CEL library and the allocator
+    features (the key placement memoises by); None stays None. ``version`` was validated with its cluster."""
     if version is None:
         return None
-    parsed = dra_cel.parse_kubernetes_version(version)
-    return None if parsed is None else f"{parsed[0]}.{parsed[1]}"
+    return str(KubernetesVersion.parse(version).minor_version)
 
 
 def _untolerated(cluster: PlacementCluster, tolerations: list[Any], effects: Iterable[str]) -> list[Taint]:
@@ -705,6 +729,9 @@ class _Planner:
                 dra_features.for_version(version),
                 self.counters(class_name),
             )
+            if hit.ok and hit.claims and not hit.alone and self.exclusive:
+                # An exclusive pod has its node to itself: nothing else holds the devices its selectors fail on.
+                hit = _MemberMatch(False, why=hit.why)
             if hit.ok and hit.claims:
                 hit.whole = self.exclusive or (
                     frozenset(hit.devices) == self.claimable(class_name)
@@ -723,7 +750,7 @@ class _Planner:
             features = dra_features.for_version(version)
             if use == EMPTY:
                 mm = self.member_match(class_name, ei, mi, version)
-                hit = (mm.devices, mm.consumed) if mm.ok and mm.claims else None
+                hit = (mm.devices, mm.consumed) if mm.ok and mm.claims and mm.alone else None
             else:
                 ns = self.engines[ei].members[mi].node_selector
                 alloc = allocate(
@@ -734,6 +761,7 @@ class _Planner:
                     features,
                     use.consumed,
                     self.counters(class_name),
+                    use.tainted,
                 )
                 hit = (alloc.devices, alloc.consumed) if alloc.ok and alloc.devices else None
             if len(self._fit_memo) >= _MEMO_LIMIT:
@@ -975,17 +1003,23 @@ class _Planner:
     # -- ledger and fill ---------------------------------------------------------------------------------------------
 
     def _new_ledger(self, key: tuple[str, str]) -> PoolLedger:
-        """An empty pool's ledger, with what was observed held on its nodes by other workloads."""
+        """An empty pool's ledger, with what was observed on its nodes: devices other workloads hold, and taints on
+        devices beyond the class's (each device by itself: the node's other devices stay usable)."""
         c, p = self._pools[key]
         index = self.device_index(p.class_name)
         shared = self.shared(p.class_name, _minor(c.kubernetes_version))
-        held = [
-            NodeUse(
-                frozenset(index[n] for n in names if n in index and index[n] not in shared),
-                EMPTY.plus((), {index[n]: shared[index[n]] for n in names if n in index and index[n] in shared}).shared,
+        held = []
+        for node in p.held:
+            names, taints = (node, {}) if isinstance(node, list) else (node.devices, node.taints)
+            held.append(
+                NodeUse(
+                    frozenset(index[n] for n in names if n in index and index[n] not in shared),
+                    EMPTY.plus(
+                        (), {index[n]: shared[index[n]] for n in names if n in index and index[n] in shared}
+                    ).shared,
+                    tuple(sorted((index[n], tuple(ts)) for n, ts in taints.items() if n in index and ts)),
+                )
             )
-            for names in p.held
-        ]
         return PoolLedger(
             p.nodes, len(self.claimable(p.class_name)) - len(shared), [h for h in held if h != EMPTY], shared
         )
@@ -1117,10 +1151,20 @@ class _Planner:
                     after = led.copy()
                     members = self.pack(after, pool.class_name, ei, option, version)
                     if members is None:
+                        beside = [(m, mm) for m, mm in zip(engine.members, option.members, strict=True) if not mm.alone]
+                        if beside and not led.nodes:
+                            # Nothing holds a device on any node: the claim stops at its CEL error on every one.
+                            member, mm = beside[0]
+                            reasons[pool.name] = f"engine {engine.name} member {member.role} {mm.why}"
+                            continue
                         capacity = True
+                        names = [d.name for d in self.devices(pool.class_name)]
                         reasons[pool.name] = (
                             f"engine {engine.name}: no node has the devices its {option.cost} pod(s) claim free "
-                            f"({led.describe()})"
+                            f"({led.describe(names=names)})"
+                        ) + "".join(
+                            f"; member {m.role} fits only beside claims that hold {mm.beside_text()} ({mm.why})"
+                            for m, mm in beside
                         )
                         continue
                 if members is None:  # pragma: no cover - whole nodes were counted free above

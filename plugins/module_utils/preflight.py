@@ -11,19 +11,14 @@ the class promises), ``warning`` ones would not (more nodes than declared).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import device_report
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import NODE_POOL_LABEL
-from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
-    MIN_DRA_KUBERNETES,
-    Cluster,
-    Device,
-    InferenceClass,
-)
+from ansible_collections.gpufleet.serving.plugins.module_utils.k8s.version import MIN_DRA_KUBERNETES, KubernetesVersion
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import Cluster, Device, InferenceClass
 
 DRA_GROUP_VERSION = "resource.k8s.io/v1"
 
@@ -53,13 +48,6 @@ class Observed:
     resource_slices: Sequence[Mapping[str, Any]] = ()
 
 
-def _version(text: str) -> tuple[int, int, int] | None:
-    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
-    if not match:
-        return None
-    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
-
-
 def device_findings(devices: Sequence[Device], published: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, str]]:
     """Per declared device entry (``devices``, all of one driver): how many of its devices (its ``count``, each with
     its own ``instances`` values) distinct published devices satisfy, and what differs for the others
@@ -85,31 +73,30 @@ def check_cluster(cluster: Cluster, classes: Mapping[str, InferenceClass], obser
     """Every check, in order: version, DRA API, then per pool: nodes, DeviceClasses, ResourceSlices and devices."""
     name = cluster.name
     out: list[Finding] = []
-    version = _version(observed.git_version)
+    version = KubernetesVersion.parse_reported(observed.git_version)
     declared = cluster.declared_version
     if version is None:
         out.append(Finding("error", "version", name, f"cannot read the server version {observed.git_version!r}"))
-    elif version[:2] < MIN_DRA_KUBERNETES:
+    elif version < MIN_DRA_KUBERNETES:
         out.append(
             Finding(
                 "error",
                 "version",
                 name,
-                f"the API server runs {observed.git_version}, older than 1.34: DRA (resource.k8s.io/v1) is GA from 1.34",
+                f"the API server runs {observed.git_version}, older than {MIN_DRA_KUBERNETES}: DRA "
+                f"(resource.k8s.io/v1) is GA from {MIN_DRA_KUBERNETES}",
             )
         )
-    elif declared is not None:
-        want = _version(declared)
-        parts = len(declared.split("."))
-        if want is not None and version[:parts] != want[:parts]:
-            out.append(
-                Finding(
-                    "error",
-                    "version",
-                    name,
-                    f"the API server runs {observed.git_version} but the inventory declares {declared}",
-                )
+    elif declared is not None and not version.matches(KubernetesVersion.parse(declared)):
+        # Compared to the precision declared: the minor release for 1.34, the patch release for 1.34.1.
+        out.append(
+            Finding(
+                "error",
+                "version",
+                name,
+                f"the API server runs {observed.git_version} but the inventory declares {declared}",
             )
+        )
     if not any(f.check == "version" for f in out):
         out.append(Finding("ok", "version", name, f"API server {observed.git_version}"))
 

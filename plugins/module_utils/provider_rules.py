@@ -10,8 +10,12 @@ pairs either way, so a pool ``validate.yml`` accepts is one provisioning creates
 * classes: an EKS Capacity Block class names its reservation (``cr-...``); a GPU machine type of GKE comes with a
   fixed accelerator (type and count), an EKS GPU instance type with a fixed GPU model and architecture; a class that
   declares a ``productName`` for its ``gpu.nvidia.com`` devices names the GPU of its machine;
-* Kubernetes versions: DRA ``resource.k8s.io/v1`` is GA from 1.34 on both providers (``models._check_k8s_version``
-  rejects older declared versions with the field path, for every provider).
+* capacity ladders (``gpufleet_node_pools[i].capacity_ladder``): rung kinds and fields the provider has, zones of
+  the region, node counts that divide over a rung's zones, a reservation rung's reservation and single zone, and
+  machine / instance types with the same GPUs as the class (the tables below); an ``existing`` cluster has none;
+* Kubernetes versions: DRA ``resource.k8s.io/v1`` is GA from 1.34 on both providers (the models validate every
+  declared version with ``k8s/version.py``'s ``KubernetesVersion`` and ``MIN_DRA_KUBERNETES``, with the field path,
+  for every provider).
 
 Pure functions over the fleet models; no provider API is called.
 """
@@ -22,7 +26,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.models import Cluster, InferenceClass
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    CapacityRung,
+    Cluster,
+    InferenceClass,
+    NodePool,
+)
 
 #: The names the provisioning roles give the cluster's own untainted pool / nodegroup.
 SYSTEM_POOL = "system"
@@ -296,7 +305,15 @@ def pool_errors(cluster: Cluster, classes: Mapping[str, InferenceClass]) -> list
     """The provider rules of a GKE or EKS cluster's pools (nothing for ``existing``). Pools whose class is unknown are
     left to the caller (it reports them)."""
     if cluster.provider not in ("gke", "eks"):
-        return []
+        return [
+            (
+                f"{_host(cluster)}.gpufleet_node_pools[{i}].capacity_ladder",
+                f"is for gke and eks pools: the nodes of a cluster with gpufleet_provider {cluster.provider} are "
+                "provisioned by whoever runs it",
+            )
+            for i, pool in enumerate(cluster.node_pools)
+            if pool.capacity_ladder
+        ]
     provider = cluster.provider
     errors: list[tuple[str, str]] = []
     for i, pool in enumerate(cluster.node_pools):
@@ -340,12 +357,182 @@ def pool_errors(cluster: Cluster, classes: Mapping[str, InferenceClass]) -> list
                 if not re.fullmatch(rf"{re.escape(region)}[a-z]", zone):
                     errors.append((f"{path}.zones[{zi}]", f"{zone!r} is not an availability zone of region {region!r}"))
             prov = klass.provisioning.eks
-            if prov is not None and prov.capacity_type == "CAPACITY_BLOCK" and len(pool.zones) != 1:
+            # With a ladder, its rungs say where a Capacity Block is used (ladder_errors).
+            block = prov is not None and prov.capacity_type == "CAPACITY_BLOCK"
+            if block and len(pool.zones) != 1 and not pool.capacity_ladder:
                 errors.append(
                     (f"{path}.zones", "a Capacity Block lives in one availability zone: name exactly that zone")
                 )
             if hi < 1:
                 errors.append((f"{path}.max_node_count", "must be >= 1: an EKS nodegroup's maxSize is at least 1"))
+        errors.extend(ladder_errors(cluster, pool, klass, path))
+    return errors
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Capacity ladders (docs/provisioning.md, "Capacity ladder")
+# --------------------------------------------------------------------------------------------------------------------
+
+_GKE_ONLY = {
+    "machine_type": "is a GKE field: an EKS rung changes the instance type with instance_type",
+    "reservation": "is a GKE field: an EKS reservation rung names its reservation with capacity_reservation_id",
+}
+_EKS_ONLY = {
+    "instance_type": "is an EKS field: a GKE rung changes the machine type with machine_type",
+    "capacity_reservation_id": "is an EKS field: a GKE reservation rung names its reservation with reservation",
+    "capacity_block": "is an EKS field: a GKE reservation is named with reservation",
+}
+
+
+def gke_same_gpus(machine: str, other: str) -> str | None:
+    """Why ``other`` cannot stand in for the GKE machine type ``machine`` (``None``: it can): both come with the same
+    accelerator type and count (the table), or, outside the GPU families, both are of the same series (the class's
+    accelerator is attached to either)."""
+    gpu, alt = GKE_MACHINE_GPUS.get(machine), GKE_MACHINE_GPUS.get(other)
+    if gpu is not None:
+        same = [m for m, g in GKE_MACHINE_GPUS.items() if g == gpu]
+        if alt == gpu:
+            return None
+        have = f"comes with {alt.count} {alt.accelerator} GPU(s)" if alt is not None else "is not a GPU machine type"
+        return (
+            f"{other!r} {have}; the class's {machine} comes with {gpu.count} {gpu.accelerator}: a rung may change the "
+            f"machine type only to one with the same GPUs ({', '.join(same)})"
+        )
+    if alt is not None or GKE_GPU_FAMILY_RE.match(other):
+        return (
+            f"{other!r} is an accelerator-optimized machine type; the class's {machine} is not: the GPUs would differ"
+        )
+    if other.split("-", 1)[0] != machine.split("-", 1)[0]:
+        return (
+            f"{other!r} is not of the {machine.split('-', 1)[0].upper()} series of the class's {machine}: the class's "
+            "accelerator may not attach to it"
+        )
+    return None
+
+
+def eks_same_gpus(instance: str, other: str) -> str | None:
+    """Why ``other`` cannot stand in for the EKS instance type ``instance`` (``None``: it can): both are in the GPU
+    table, of the same family, with the same GPU count (p4d and p4de differ in GPU memory, g5 and g6 in model)."""
+    gpu, alt = EKS_INSTANCE_GPUS.get(instance), EKS_INSTANCE_GPUS.get(other)
+    family = instance.split(".", 1)[0]
+    if gpu is None:
+        return (
+            f"the class's {instance} is not in the GPU table (families {', '.join(sorted(EKS_GPU_FAMILIES))}), so no "
+            "instance type can be shown to carry the same GPUs: leave instance_type out"
+        )
+    same = [t for t, g in EKS_INSTANCE_GPUS.items() if g == gpu and t.split(".", 1)[0] == family]
+    if alt == gpu and other.split(".", 1)[0] == family:
+        return None
+    have = (
+        f"has {alt.count} NVIDIA {alt.model} GPU(s)" if alt is not None else "is not a GPU instance type of the table"
+    )
+    return (
+        f"{other!r} {have}; the class's {instance} has {gpu.count} NVIDIA {gpu.model}: a rung may change the instance "
+        f"type only to one of the same family with the same GPUs ({', '.join(same)})"
+    )
+
+
+def eks_rung_capacity(rung: CapacityRung | None, klass: InferenceClass) -> tuple[str, str | None]:
+    """``(capacity_type, capacity_reservation_id)`` of an EKS rung (``None``: the class's one rung)."""
+    prov = klass.provisioning.eks
+    if prov is None:  # pragma: no cover - pool_errors reported it
+        return "ON_DEMAND", None
+    if rung is None:
+        return prov.capacity_type, prov.capacity_reservation_id
+    if rung.kind == "reservation":
+        block = rung.capacity_block if rung.capacity_block is not None else prov.capacity_type == "CAPACITY_BLOCK"
+        return (
+            "CAPACITY_BLOCK" if block else "ON_DEMAND"
+        ), rung.capacity_reservation_id or prov.capacity_reservation_id
+    return ("SPOT" if rung.kind == "spot" else "ON_DEMAND"), None
+
+
+def ladder_errors(cluster: Cluster, pool: NodePool, klass: InferenceClass, path: str) -> list[tuple[str, str]]:
+    """The rules of one GKE / EKS pool's capacity ladder (``path``: the pool's, ``hostvars['c'].gpufleet_node_pools[i]``)."""
+    if not pool.capacity_ladder or cluster.provider not in ("gke", "eks"):
+        return []
+    provider = cluster.provider
+    errors: list[tuple[str, str]] = []
+    if pool.node_count == 0:
+        errors.append(
+            (
+                f"{path}.capacity_ladder",
+                "node_count is 0: a pool created without nodes launches none, so no rung can stock out and the first "
+                "always wins; give the pool nodes or leave the ladder out",
+            )
+        )
+    foreign = _EKS_ONLY if provider == "gke" else _GKE_ONLY
+    for k, rung in enumerate(pool.capacity_ladder):
+        rp = f"{path}.capacity_ladder[{k}]"
+        for fld, reason in foreign.items():
+            if getattr(rung, fld) is not None:
+                errors.append((f"{rp}.{fld}", reason))
+        if provider == "gke" and cluster.gke is not None:
+            prov = klass.provisioning.gke
+            region = cluster.gke.region
+            for zi, zone in enumerate(rung.zones):
+                if not zone.startswith(region + "-"):
+                    errors.append((f"{rp}.zones[{zi}]", f"{zone!r} is not a zone of region {region!r}"))
+            if rung.zones and rung.kind != "flex-start" and pool.node_count % len(rung.zones):
+                errors.append(
+                    (
+                        f"{rp}.zones",
+                        f"GKE creates the same number of nodes in each of the rung's {len(rung.zones)} zones: the "
+                        f"pool's node_count {pool.node_count} is not a multiple of {len(rung.zones)}",
+                    )
+                )
+            if prov is not None and rung.machine_type is not None:
+                why = gke_same_gpus(prov.machine_type, rung.machine_type)
+                if why:
+                    errors.append((f"{rp}.machine_type", why))
+            if rung.kind == "flex-start" and prov is not None and prov.accelerator is None:
+                errors.append((f"{rp}.kind", "flex-start provisions GPUs (or TPUs): the class declares no accelerator"))
+            if rung.kind == "flex-start" and k + 1 < len(pool.capacity_ladder):
+                errors.append(
+                    (
+                        f"{path}.capacity_ladder[{k + 1}]",
+                        f"is never tried: the flex-start rung {k} creates the pool without nodes (they come when "
+                        "capacity frees up), so its creation never stocks out; make flex-start the last rung",
+                    )
+                )
+        elif provider == "eks" and cluster.eks is not None:
+            prov_e = klass.provisioning.eks
+            region = cluster.eks.region
+            if rung.kind == "flex-start":
+                errors.append(
+                    (
+                        f"{rp}.kind",
+                        "flex-start is GKE's Dynamic Workload Scheduler; EKS has no such capacity: reserve an EC2 "
+                        "Capacity Block instead (kind: reservation, capacity_block: true)",
+                    )
+                )
+                continue
+            for zi, zone in enumerate(rung.zones):
+                if not re.fullmatch(rf"{re.escape(region)}[a-z]", zone):
+                    errors.append((f"{rp}.zones[{zi}]", f"{zone!r} is not an availability zone of region {region!r}"))
+            if prov_e is not None and rung.instance_type is not None:
+                why = eks_same_gpus(prov_e.instance_type, rung.instance_type)
+                if why:
+                    errors.append((f"{rp}.instance_type", why))
+            if rung.kind == "reservation":
+                capacity_type, reservation = eks_rung_capacity(rung, klass)
+                if not reservation:
+                    errors.append(
+                        (
+                            f"{rp}.capacity_reservation_id",
+                            "is required for an EKS reservation rung (cr-...): the On-Demand Capacity Reservation or "
+                            "Capacity Block to launch into (the class names none)",
+                        )
+                    )
+                what = "a Capacity Block" if capacity_type == "CAPACITY_BLOCK" else "an On-Demand Capacity Reservation"
+                if len(rung.zones or pool.zones) != 1:
+                    errors.append(
+                        (
+                            f"{rp}.zones",
+                            f"{what} lives in one availability zone: name exactly that zone (the rung's zones or the "
+                            "pool's)",
+                        )
+                    )
     return errors
 
 

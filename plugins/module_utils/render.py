@@ -12,13 +12,19 @@ same order, with the same content. Per replica placed on ``cluster`` (others are
 2. per engine, the workload: an ``apps/v1`` Deployment (Standalone), a ``leaderworkerset.x-k8s.io/v1``
    LeaderWorkerSet (Leader + Worker) or, for backend ``kserve``, a ``serving.kserve.io/v1alpha2``
    LLMInferenceService whose pod specs carry the claims;
-3. a Service selecting the replica's serving pods (Standalone and Leader) on the engine port;
-4. an HTTPRoute (``/<namespace>/<replica>/`` rewritten to ``/``, no request timeout) when a gateway is configured.
+3. a Service selecting the replica's serving pods (Standalone and Leader) on the engine port; it carries the replica's
+   placement (``gpufleet.io/placement``), which later runs read back.
+
+Then, once per deployment on a cluster that holds replicas of it, the model endpoint: a Service named after the
+deployment selecting the serving pods of every replica there, and an HTTPRoute to it (``/<namespace>/<deployment>/``
+rewritten to ``/``, no request timeout) when a gateway is configured. Clients use these; they do not change when
+replicas move.
 
 Every serving pod is pinned to its pool (``nodeSelector: {gpufleet.io/pool: <pool>}``), claims its devices through
 ``resourceClaims`` + the engine container's ``resources.claims`` (``nvidia.com/gpu`` limits and requests are removed),
-tolerates ``nvidia.com/gpu:NoSchedule`` plus the deployment's tolerations, gets a memory-backed ``/dev/shm``, the
-model cache read-only at ``/mnt/models`` (vLLM pointed at it) and a readiness probe. The engine container is a
+tolerates ``nvidia.com/gpu:NoSchedule`` plus the deployment's tolerations, gets a memory-backed ``/dev/shm`` (size
+limit ``shm_size``), the model cache read-only at ``/mnt/models`` (vLLM pointed at it; an init container waits for the
+cache's completion manifest) and startup, liveness and readiness probes (``health``). The engine container is a
 template's first container.
 
 Every object and pod template carries the managed labels (``MANAGED_LABEL_KEYS``); they cannot be overridden by a
@@ -34,21 +40,25 @@ Errors are :class:`GpufleetError` (:class:`FleetValidationError` for malformed i
 from __future__ import annotations
 
 import copy
+import math
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends import backend_for, backends_of
+from ansible_collections.gpufleet.serving.plugins.module_utils import cache_objects
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base import Backend, PodInput, WorkloadInput
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends.leaderworkerset import (
     LWS_LEADER_ADDRESS_ENV,
     LWS_WORKER_INDEX_LABEL,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import backend_for, backends_of
 from ansible_collections.gpufleet.serving.plugins.module_utils.containers import (
     container_tokens,
     engine_container,
     flag_value,
     has_env,
+    health_path,
     is_shell,
     is_vllm,
     model_arg,
@@ -110,6 +120,22 @@ PORT_NAME = "http"
 RAY_PORT = 6379
 ENV_LEADER_ADDRESS = "GPUFLEET_LEADER_ADDRESS"
 ENV_RANK = "GPUFLEET_RANK"
+#: The init container that holds a serving pod until its model cache is hydrated (the completion manifest exists).
+CACHE_WAIT_CONTAINER = "gpufleet-wait-for-cache"
+#: The completion manifest as the serving pods see it: the hydration Job mounts the volume at its own MOUNT_PATH.
+CACHE_MANIFEST = f"{CACHE_PATH}/{posixpath.relpath(cache_objects.MANIFEST_PATH, cache_objects.MOUNT_PATH)}"
+CACHE_WAIT_INTERVAL = 10
+CACHE_WAIT_SCRIPT = (
+    'until [ -f "$1" ]; do echo "gpufleet: waiting for model cache $0: $1 is written when its hydration Job '
+    f'completes"; sleep {CACHE_WAIT_INTERVAL}; done; echo "gpufleet: model cache $0 is hydrated"'
+)
+CACHE_WAIT_RESOURCES: dict[str, Any] = {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}}
+#: How long a model may load (startupProbe) unless ``health.startup_timeout`` says otherwise: a gang's leader also
+#: waits for its workers (and Ray) before it loads its share.
+DEFAULT_STARTUP_SECONDS = 1800
+GANG_STARTUP_SECONDS = 3600
+#: Consecutive failed readiness checks that take a pod out of its Services.
+READINESS_FAILURES = 3
 
 
 @dataclass
@@ -214,10 +240,29 @@ def render_replicas(
 
     ``records`` may hold replicas on other clusters: they are checked against the deployment and ignored.
     """
-    options = options or RenderOptions()
+    check_render(dep, records)
+    return render_checked(dep, [r for r in records if r.cluster == cluster], cluster, cache, options)
+
+
+def check_render(dep: ModelDeployment, records: list[ReplicaRecord]) -> None:
+    """What a render checks before it writes anything: every record fits ``dep``, names and identities are unique
+    (``check_records``), and the deployment suits its backends."""
     check_records(records, dep)
     for backend in backends_of(dep):
         backend.validate(dep)
+
+
+def render_checked(
+    dep: ModelDeployment,
+    records: list[ReplicaRecord],
+    cluster: str,
+    cache: ModelCache | None,
+    options: RenderOptions | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`render_replicas` over records :func:`check_render` already checked (every record of the deployment at
+    once): a fleet renders each cluster's records without checking the deployment's every record again for each
+    cluster (``fleet_deploy.render_deployment``)."""
+    options = options or RenderOptions()
     ctx = _Context(
         dep=dep,
         cluster=cluster,
@@ -231,6 +276,8 @@ def render_replicas(
     objects: list[dict[str, Any]] = []
     for replica in mine:
         objects.extend(_replica_objects(ctx, replica.ordered_like(dep)))
+    if mine:
+        objects.extend(_model_endpoint(ctx))
     return objects
 
 
@@ -308,17 +355,20 @@ def _metadata(
 def _replica_objects(ctx: _Context, replica: ReplicaRecord) -> list[dict[str, Any]]:
     """``replica`` is ordered like the deployment: its engines and members zip with the deployment's."""
     objects: list[dict[str, Any]] = []
-    service_selector: dict[str, str] = {}
     for engine, placed in zip(ctx.dep.engines, replica.engines, strict=True):
-        backend = backend_for(ctx.dep, engine)
-        service_selector.update(backend.service_selector(engine))
-        objects.extend(_engine_objects(ctx, replica, engine, placed, backend))
+        objects.extend(_engine_objects(ctx, replica, engine, placed, backend_for(ctx.dep, engine)))
     first_pool = replica.engines[0].members[0].pool
     labels = _labels(ctx, _managed(ctx, replica, pool=first_pool))
-    objects.append(_service(ctx, replica, labels, service_selector))
-    if ctx.gateway is not None:
-        objects.append(_http_route(ctx, replica, labels))
+    objects.append(_service(ctx, replica, labels))
     return objects
+
+
+def _backend_selector(dep: ModelDeployment) -> dict[str, str]:
+    """What the backends add to a Service's selector so it selects their serving pods only (KServe gang leaders)."""
+    out: dict[str, str] = {}
+    for engine in dep.engines:
+        out.update(backend_for(dep, engine).service_selector(engine))
+    return out
 
 
 def _name(replica: ReplicaRecord) -> str:
@@ -331,11 +381,11 @@ def _record_for(ctx: _Context, replica: ReplicaRecord) -> ReplicaRecord:
     return replica.model_copy(update={"cluster": ctx.cluster, "namespace": ctx.dep.namespace})
 
 
-def _service(
-    ctx: _Context, replica: ReplicaRecord, labels: dict[str, str], backend_selector: dict[str, str]
-) -> dict[str, Any]:
+def _service(ctx: _Context, replica: ReplicaRecord, labels: dict[str, str]) -> dict[str, Any]:
+    """The replica's own Service: its serving pods, and the replica's placement (``gpufleet.io/placement``) that later
+    runs read back. Clients use the model endpoint (:func:`_model_endpoint`)."""
     selector = {LABEL_DEPLOYMENT: ctx.dep.name, LABEL_REPLICA: _name(replica), LABEL_ENDPOINT: "true"}
-    selector.update(backend_selector)
+    selector.update(_backend_selector(ctx.dep))
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -350,7 +400,56 @@ def _service(
     }
 
 
-def _http_route(ctx: _Context, replica: ReplicaRecord, labels: dict[str, str]) -> dict[str, Any]:
+# --------------------------------------------------------------------------------------------------------------------
+# The model endpoint: per deployment, per cluster that holds replicas of it
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def model_endpoint_name(deployment: str) -> str:
+    """The name of a deployment's model Service and HTTPRoute on every cluster that holds replicas of it: the
+    deployment's own name (a DNS label already), so clients address ``<deployment>.<namespace>.svc`` whichever replicas
+    serve. Replica objects are ``<deployment>-<5 hex>[-...]``: never this name."""
+    return k8s_name(deployment)
+
+
+def model_endpoint_path(namespace: str, deployment: str) -> str:
+    """The path prefix of a deployment's HTTPRoute on a cluster's gateway (rewritten to ``/`` for the engine)."""
+    return f"/{namespace}/{deployment}/"
+
+
+def _model_endpoint(ctx: _Context) -> list[dict[str, Any]]:
+    """The model's endpoint on this cluster: one Service selecting the serving pods of every replica of the deployment
+    here (whatever replicas come and go), and an HTTPRoute to it when a gateway is configured. Owned and labelled like
+    every serving object (no replica labels: it outlives each replica), so pruning removes it from a cluster that no
+    longer holds replicas of the deployment."""
+    dep = ctx.dep
+    labels = _labels(
+        ctx,
+        {
+            LABEL_MANAGED_BY: MANAGED_BY,
+            LABEL_COMPONENT: COMPONENT_SERVING,
+            LABEL_DEPLOYMENT: dep.name,
+            LABEL_CLUSTER: ctx.cluster,
+        },
+    )
+    name = model_endpoint_name(dep.name)
+    selector = {LABEL_DEPLOYMENT: dep.name, LABEL_ENDPOINT: "true", **_backend_selector(dep)}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(ctx, name, labels),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector,
+            "ports": [{"name": PORT_NAME, "port": dep.port, "targetPort": dep.port, "protocol": "TCP"}],
+        },
+    }
+    if ctx.gateway is None:
+        return [service]
+    return [service, _http_route(ctx, name, labels)]
+
+
+def _http_route(ctx: _Context, service: str, labels: dict[str, str]) -> dict[str, Any]:
     gw = ctx.gateway
     if gw is None:
         raise AssertionError("HTTPRoute rendered without a gateway")  # pragma: no cover
@@ -359,22 +458,23 @@ def _http_route(ctx: _Context, replica: ReplicaRecord, labels: dict[str, str]) -
         parent["namespace"] = gw.namespace
     if gw.section_name:
         parent["sectionName"] = gw.section_name
+    path = model_endpoint_path(ctx.dep.namespace, ctx.dep.name)
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
-        "metadata": _metadata(ctx, k8s_name(_name(replica)), labels),
+        "metadata": _metadata(ctx, service, labels),
         "spec": {
             "parentRefs": [parent],
             "rules": [
                 {
-                    "matches": [{"path": {"type": "PathPrefix", "value": f"/{ctx.dep.namespace}/{_name(replica)}/"}}],
+                    "matches": [{"path": {"type": "PathPrefix", "value": path}}],
                     "filters": [
                         {
                             "type": "URLRewrite",
                             "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}},
                         }
                     ],
-                    "backendRefs": [{"name": k8s_name(_name(replica)), "port": ctx.dep.port}],
+                    "backendRefs": [{"name": service, "port": ctx.dep.port}],
                     "timeouts": {"request": "0s"},
                 }
             ],
@@ -515,7 +615,7 @@ def _pod(
 
     mounts = container.setdefault("volumeMounts", [])
     if not any(m.get("mountPath") == SHM_PATH for m in mounts):
-        _add_volume(spec, {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}})
+        _add_volume(spec, {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": dep.shm_size}})
         mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
 
     vllm = is_vllm(container)
@@ -528,6 +628,8 @@ def _pod(
                 {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": ctx.cache.claim_name, "readOnly": True}},
             )
             mounts.append({"name": CACHE_VOLUME, "mountPath": CACHE_PATH, "readOnly": True})
+            if ctx.cache.storage.backend == "pvc" and dep.cache_wait.enabled:
+                _wait_for_cache(ctx, spec)
         user_offline = has_env(container, "HF_HUB_OFFLINE")
         set_env(container, {"name": "HF_HUB_OFFLINE", "value": "1"}, override=False)
         if vllm and backend.mounts_cache and (serving or not ray):
@@ -556,9 +658,9 @@ def _pod(
             if not any(p.get("name") == PORT_NAME for p in ports):
                 port = {"name": PORT_NAME, **port}
             ports.append(port)
-        if "readinessProbe" not in container:
-            handler = {"httpGet": {"path": "/health", "port": dep.port}} if vllm else {"tcpSocket": {"port": dep.port}}
-            container["readinessProbe"] = {**handler, "periodSeconds": 10, "failureThreshold": 3}
+    if serving:
+        for key, probe in _probes(dep, engine, container, backend).items():
+            container.setdefault(key, probe)  # a probe the template sets itself wins
 
     spec["containers"] = [_tidy_container(c) for c in spec["containers"]]
     managed = _managed(ctx, replica, pool=mp.pool, engine=engine.name)
@@ -569,6 +671,54 @@ def _pod(
     meta: dict[str, Any] = {k: v for k, v in user_meta.items() if k not in ("labels", "name", "namespace")}
     meta["labels"] = _labels(ctx, managed, user_labels)
     return meta, spec
+
+
+def _probes(dep: ModelDeployment, engine: Engine, container: dict[str, Any], backend: Backend) -> dict[str, Any]:
+    """The engine container's probes (``health``): a startupProbe that gives the model ``startup_timeout`` to load
+    (liveness and readiness checks only start once it succeeded), a livenessProbe that restarts an engine failing for
+    ``liveness_timeout``, and a readinessProbe (backends whose controller brings none) that takes the pod out of its
+    Services while it fails. HTTP ``GET <path>`` where the engine has a health endpoint, else a TCP check."""
+    health = dep.health
+    path = health.path or health_path(container) or backend.health_path
+    startup = health.startup_timeout or (GANG_STARTUP_SECONDS if engine.is_gang else DEFAULT_STARTUP_SECONDS)
+    failures = {
+        "startupProbe": math.ceil(startup / health.period_seconds),
+        "livenessProbe": math.ceil(health.liveness_timeout / health.period_seconds),
+    }
+    if backend.exposes_port:  # KServe's presets bring their own readiness probe (and port)
+        failures["readinessProbe"] = READINESS_FAILURES
+    return {
+        key: {
+            **({"httpGet": {"path": path, "port": dep.port}} if path else {"tcpSocket": {"port": dep.port}}),
+            "periodSeconds": health.period_seconds,
+            "timeoutSeconds": health.timeout_seconds,
+            "failureThreshold": threshold,
+        }
+        for key, threshold in failures.items()
+    }
+
+
+def _wait_for_cache(ctx: _Context, spec: dict[str, Any]) -> None:
+    """Hold the pod in an init container until the cache's completion manifest is on the volume: an unordered sync
+    (GitOps) may start serving pods before the hydration Job finished, and an engine started on a half-written cache
+    would crash-loop. The wait has no deadline: the pod stays ``Init:0/1`` (and keeps its devices) until the Job
+    completes; its log says what it waits for."""
+    if ctx.cache is None:
+        raise AssertionError("waiting for a cache that is not mounted")  # pragma: no cover
+    inits = spec.setdefault("initContainers", [])
+    if any(c.get("name") == CACHE_WAIT_CONTAINER for c in inits):
+        return  # the template brings its own
+    inits.insert(
+        0,
+        {
+            "name": CACHE_WAIT_CONTAINER,
+            "image": ctx.dep.cache_wait.image or cache_objects.DEFAULT_IMAGE,
+            "command": ["/bin/sh", "-c", CACHE_WAIT_SCRIPT, ctx.cache.name, CACHE_MANIFEST],
+            "resources": copy.deepcopy(CACHE_WAIT_RESOURCES),
+            "securityContext": copy.deepcopy(cache_objects.DEFAULT_SECURITY_CONTEXT),
+            "volumeMounts": [{"name": CACHE_VOLUME, "mountPath": CACHE_PATH, "readOnly": True}],
+        },
+    )
 
 
 _CONTAINER_KEY_ORDER = ("name", "image", "command", "args")

@@ -17,7 +17,12 @@ asks these functions (through the ``gpufleet.serving.serving_stack_*`` filters) 
 * :func:`objects_to_apply` - the plain objects to server-side apply; an object that exists and is not ours (another
   manager, or a Helm release) is kept as it is and reported;
 * :func:`check_cluster` - the DeviceClasses exist and every GPU pool's nodes publish ResourceSlices for each DRA
-  driver of their class (as many devices as the class declares).
+  driver of their class (as many devices as the class declares);
+* render mode (``gpufleet_gitops``, module_utils/gitops.py): :func:`render_objects` - the plan as real Kubernetes
+  objects for the GitOps tool (each release a Flux ``HelmRelease`` with its ``HelmRepository`` / ``OCIRepository``,
+  or an Argo CD ``Application``; every object with its sync wave), and :func:`fleet_generator` - the fleet's
+  generator under ``<render_dir>/_fleet/`` (a Flux Kustomization per cluster and sync layer, or an Argo CD
+  ApplicationSet over the cluster directories).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any, Literal
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     GPU_TOLERATION,
+    LABEL_CLUSTER,
     LABEL_MANAGED_BY,
     LABEL_STACK_PART,
     MANAGED,
@@ -36,6 +42,18 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     STACK_OWNER,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.gitops import (
+    ANNOTATION_SYNC_LAYER,
+    ARGOCD,
+    FLUX,
+    LAYERS,
+    NONE,
+    WAVE_DRIVER,
+    WAVE_NAMESPACES,
+    WAVE_RELEASES,
+    WAVE_STACK_CONFIG,
+    decorate,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     BaseModel,
     ConfigDict,
@@ -52,9 +70,26 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.provider_rules import GKE_DRIVER_OFF
 
-#: The render-directory form of a Helm release (not a Kubernetes API kind: a spec to install with Helm).
-RELEASE_API_VERSION = "serving.gpufleet.io/v1alpha1"
-RELEASE_KIND = "HelmRelease"
+#: Render mode: a Helm release as Flux renders it (gpufleet_gitops flux) ...
+FLUX_HELMRELEASE = "helm.toolkit.fluxcd.io/v2"
+FLUX_SOURCE = "source.toolkit.fluxcd.io/v1"
+FLUX_KUSTOMIZATION = "kustomize.toolkit.fluxcd.io/v1"
+#: ... or as Argo CD does (gpufleet_gitops argocd).
+ARGOCD_API = "argoproj.io/v1alpha1"
+#: The cluster an in-cluster Argo CD Application deploys to.
+ARGOCD_IN_CLUSTER = "https://kubernetes.default.svc"
+#: Helm's OCI chart layer (what Flux's OCIRepository selects).
+HELM_CHART_LAYER = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+#: How often Flux reconciles a rendered release / re-reads a chart source / re-applies a cluster directory.
+FLUX_RELEASE_INTERVAL = "10m"
+FLUX_SOURCE_INTERVAL = "1h"
+FLUX_SYNC_INTERVAL = "10m"
+#: Releases that need the CRDs of other releases installed first (Flux dependsOn; Argo CD orders them by sync wave):
+#: KServe's LLMInferenceService controller serves the CRDs of kserve_crd and watches LeaderWorkerSets and Gateway API
+#: routes.
+CRD_DEPENDENCIES: dict[str, tuple[str, ...]] = {"kserve": ("kserve_crd", "leaderworkerset", "envoy_gateway")}
+#: The stack label value of the fleet generator's objects (under <render_dir>/_fleet/).
+GENERATOR_PART = "gitops"
 #: Helm's ownership metadata (Helm adopts an existing object that carries these for its release).
 HELM_RELEASE_NAME = "meta.helm.sh/release-name"
 HELM_RELEASE_NAMESPACE = "meta.helm.sh/release-namespace"
@@ -284,6 +319,59 @@ class CriticalPodsQuota(_Strict):
     providers: list[Provider] = Field(default_factory=_gke_only)
 
 
+GITOPS_PATH_RE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+
+
+class GitopsOptions(_Strict):
+    """Render mode: the GitOps tool the render directory is for (``gpufleet_gitops``) and where it finds it."""
+
+    tool: Literal["flux", "argocd", "none"] = "flux"
+    #: The Git repository holding the render directory (the Argo CD ApplicationSet reads it; required for argocd).
+    repo_url: str = ""
+    #: The branch, tag or commit to sync.
+    revision: str = Field(default="HEAD", min_length=1)
+    #: The render directory's path inside the repository ("" = its root).
+    path: str = ""
+    #: Where the generator and (argocd) the release Applications live ("" = argocd / flux-system).
+    namespace: str = ""
+    #: Flux: the GitRepository (in ``namespace``) holding the render directory.
+    source: str = "flux-system"
+    #: Argo CD: the AppProject of every Application.
+    project: str = "default"
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        v = v.strip()
+        while v.startswith("./"):
+            v = v[2:]
+        v = v.strip("/")
+        if v and (not GITOPS_PATH_RE.fullmatch(v) or any(part in (".", "..") for part in v.split("/"))):
+            raise ValueError(f"{v!r} must be a relative path inside the repository, such as rendered or fleet/prod")
+        return v
+
+    @field_validator("repo_url")
+    @classmethod
+    def _repo(cls, v: str) -> str:
+        if v and (any(c.isspace() for c in v) or ("://" not in v and not v.startswith("git@"))):
+            raise ValueError(f"{v!r} must be a Git repository URL (https://..., ssh://... or git@host:path)")
+        return v
+
+    _names = field_validator("source", "project")(classmethod(lambda cls, v: check_dns_subdomain(v)))
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        return check_dns_label(v) if v else v
+
+    def home(self) -> str:
+        """The namespace of the generator and of the release Applications."""
+        return self.namespace or ("argocd" if self.tool == ARGOCD else "flux-system")
+
+    def cluster_path(self, cluster: str) -> str:
+        return f"./{self.path}/{cluster}" if self.path else f"./{cluster}"
+
+
 class StackOptions(_Strict):
     """The role's per-cluster choices (everything but the version matrix)."""
 
@@ -296,6 +384,7 @@ class StackOptions(_Strict):
     preset_image: str = "docker.io/vllm/vllm-openai:v0.11.0"
     gateway: GatewayOptions = Field(default_factory=GatewayOptions)
     critical_pods_quota: CriticalPodsQuota = Field(default_factory=CriticalPodsQuota)
+    gitops: GitopsOptions = Field(default_factory=GitopsOptions)
 
     @field_validator("driver_root")
     @classmethod
@@ -905,8 +994,9 @@ def plan_cluster(
         "notes": notes,
         "warnings": warnings,
         "order": list(COMPONENTS),
+        "gitops": opts.gitops.tool,
     }
-    plan["render_objects"] = objects + driver_objects + release_specs(plan)
+    plan["render_objects"], plan["release_lines"] = render_objects(plan, opts.gitops, warnings)
     return plan
 
 
@@ -969,31 +1059,263 @@ def _plan_gke_driver(
     return objects, installers
 
 
-def release_specs(plan: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The plan's Helm releases as render-directory objects (``serving.gpufleet.io/v1alpha1`` HelmRelease): what to
-    install with Helm, one file each, never applied to a cluster as they are."""
-    out = []
-    for rel in plan.get("releases") or []:
-        out.append(
-            {
-                "apiVersion": RELEASE_API_VERSION,
-                "kind": RELEASE_KIND,
-                "metadata": _meta(rel["release"], rel["component"], rel["namespace"]),
-                "spec": {
-                    "component": rel["component"],
-                    "chart": rel["chart"],
-                    "repository": rel["repository"],
-                    "version": rel["version"],
-                    "releaseName": rel["release"],
-                    "namespace": rel["namespace"],
-                    "atomic": True,
-                    "wait": True,
-                    "timeoutSeconds": rel["wait_timeout"],
-                    "values": rel["values"],
-                },
+def _stack_wave(obj: Mapping[str, Any]) -> int:
+    """The sync wave of one of the plan's plain objects (module_utils/gitops.py has the table)."""
+    if obj.get("kind") in ("Namespace", "ResourceQuota"):
+        return WAVE_NAMESPACES
+    if _obj_labels(obj).get(LABEL_STACK_PART) == GKE_DRIVER.replace("_", "-"):
+        return WAVE_DRIVER
+    return WAVE_STACK_CONFIG  # DeviceClasses, presets, GatewayClass, Gateway: kinds a release may install
+
+
+def _flux_release(rel: Mapping[str, Any], depends: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A release as Flux installs it: its chart source (HelmRepository, or OCIRepository for an OCI chart) and the
+    HelmRelease, the chart version pinned, the values carried over as they are."""
+    name, namespace, component = rel["release"], rel["namespace"], rel["component"]
+    spec: dict[str, Any] = {"releaseName": name, "interval": FLUX_RELEASE_INTERVAL}
+    if rel["repository"].startswith("oci://"):
+        source = {
+            "apiVersion": FLUX_SOURCE,
+            "kind": "OCIRepository",
+            "metadata": _meta(name, component, namespace),
+            "spec": {
+                "url": f"{rel['repository']}/{rel['chart']}",
+                "ref": {"tag": rel["version"]},
+                "layerSelector": {"mediaType": HELM_CHART_LAYER, "operation": "copy"},
+                "interval": FLUX_SOURCE_INTERVAL,
+            },
+        }
+        spec["chartRef"] = {"kind": "OCIRepository", "name": name}
+    else:
+        source = {
+            "apiVersion": FLUX_SOURCE,
+            "kind": "HelmRepository",
+            "metadata": _meta(name, component, namespace),
+            "spec": {"url": rel["repository"], "interval": FLUX_SOURCE_INTERVAL},
+        }
+        spec["chart"] = {
+            "spec": {
+                "chart": rel["chart"],
+                "version": rel["version"],
+                "sourceRef": {"kind": "HelmRepository", "name": name},
+                "interval": FLUX_SOURCE_INTERVAL,
             }
-        )
+        }
+    spec["timeout"] = f"{rel['wait_timeout']}s"
+    if depends:
+        spec["dependsOn"] = [{"name": d["release"], "namespace": d["namespace"]} for d in depends]
+    # Atomic, as in apply mode: a failed install is uninstalled and retried, a failed upgrade rolled back. The chart's
+    # CRDs are created and kept up to date with it.
+    spec["install"] = {"crds": "CreateReplace", "remediation": {"retries": 3}}
+    spec["upgrade"] = {"crds": "CreateReplace", "remediation": {"retries": 3, "remediateLastFailure": True}}
+    spec["values"] = rel["values"]
+    release = {
+        "apiVersion": FLUX_HELMRELEASE,
+        "kind": "HelmRelease",
+        "metadata": _meta(name, component, namespace),
+        "spec": spec,
+    }
+    return [source, release]
+
+
+def _argocd_release(rel: Mapping[str, Any], gitops: GitopsOptions) -> dict[str, Any]:
+    """A release as Argo CD installs it: an Application in Argo CD's namespace of the cluster, a Helm source (the
+    chart version pinned, the values carried over as they are), deploying to the release namespace of that cluster."""
+    helm = {"releaseName": rel["release"], "valuesObject": rel["values"]}
+    source: dict[str, Any]
+    if rel["repository"].startswith("oci://"):
+        # Argo CD >= 3.1 reads OCI artifacts natively: the chart's repository, the version as the tag, path ".".
+        source = {"repoURL": f"{rel['repository']}/{rel['chart']}", "targetRevision": rel["version"], "path": "."}
+    else:
+        source = {"repoURL": rel["repository"], "chart": rel["chart"], "targetRevision": rel["version"]}
+    source["helm"] = helm
+    return {
+        "apiVersion": ARGOCD_API,
+        "kind": "Application",
+        "metadata": _meta(rel["release"], rel["component"], gitops.home()),
+        "spec": {
+            "project": gitops.project,
+            "source": source,
+            "destination": {"server": ARGOCD_IN_CLUSTER, "namespace": rel["namespace"]},
+            "syncPolicy": {
+                "automated": {"prune": True, "selfHeal": True},
+                # Server-side apply: a chart's CRDs (KServe's) exceed client-side apply's annotation limit.
+                "syncOptions": ["ServerSideApply=true"],
+                "retry": {"limit": 5, "backoff": {"duration": "30s", "factor": 2, "maxDuration": "10m"}},
+            },
+        },
+    }
+
+
+def render_objects(
+    plan: Mapping[str, Any], gitops: GitopsOptions, warnings: list[str] | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The plan as the render directory holds it for ``gitops.tool``: the plain objects and GKE's driver installers,
+    then each release as Flux (a ``HelmRelease`` and its ``HelmRepository`` or ``OCIRepository``, ``dependsOn`` the
+    releases whose CRDs it needs) or Argo CD (an ``Application``) renders it, or not at all (``none``); every object
+    with its sync wave (module_utils/gitops.py). Returns ``(objects, lines)``: one line per release saying how it was
+    rendered. A release whose chart is a local path (no repository) cannot be rendered for a GitOps tool: it is left
+    out and warned about."""
+    tool = gitops.tool
+    objects = [
+        decorate(obj, tool, _stack_wave(obj))
+        for obj in [*(plan.get("objects") or []), *(plan.get("driver_objects") or [])]
+    ]
+    lines: list[str] = []
+    releases = list(plan.get("releases") or [])
+    rendered = {r["component"]: r for r in releases if r["repository"]}
+    for rel in releases:
+        name = rel["release"]
+        if tool == NONE:
+            lines.append(f"{name}: not rendered: gpufleet_gitops none")
+            continue
+        if not rel["repository"]:
+            lines.append(f"{name}: not rendered: its chart {rel['chart']} is a local path")
+            if warnings is not None:
+                warnings.append(
+                    f"release {name}: its chart {rel['chart']!r} is a local path (no repository), which "
+                    f"{'Flux' if tool == FLUX else 'Argo CD'} cannot install from: not rendered; set "
+                    f"serving_stack_overrides.{rel['component']}.repository to a Helm or OCI repository"
+                )
+            continue
+        wave = WAVE_RELEASES + COMPONENTS.index(rel["component"])
+        if tool == FLUX:
+            depends = [rendered[c] for c in CRD_DEPENDENCIES.get(rel["component"], ()) if c in rendered]
+            objs = _flux_release(rel, depends)
+            after = f", after {', '.join(d['release'] for d in depends)}" if depends else ""
+            lines.append(
+                f"{name}: rendered as Flux HelmRelease {rel['namespace']}/{name} ({objs[0]['kind']} "
+                f"{rel['repository']}, chart {rel['chart']} {rel['version']}{after})"
+            )
+        else:
+            objs = [_argocd_release(rel, gitops)]
+            lines.append(
+                f"{name}: rendered as Argo CD Application {gitops.home()}/{name} (sync wave {wave}, chart "
+                f"{rel['chart']} {rel['version']} into {rel['namespace']})"
+            )
+        objects.extend(decorate(o, tool, wave) for o in objs)
+    return objects, lines
+
+
+def fleet_generator(clusters: Any, gitops: Any, fleet: Any = None) -> list[dict[str, Any]]:
+    """The fleet's GitOps generator, written under ``<render_dir>/_fleet/<namespace>/`` (a dict boundary: ``clusters``
+    the fleet's cluster names, ``gitops`` the :class:`GitopsOptions`, ``fleet`` its name):
+
+    * ``argocd``: an ``ApplicationSet`` whose git directory generator lists the cluster directories
+      (``<path>/*``, ``_fleet`` excluded) at ``repo_url``/``revision``, and whose template is one Application per
+      cluster directory, deploying it to the Argo CD cluster named like the inventory host (its cluster secret's
+      ``name``), in sync-wave order, never deleting Namespaces;
+    * ``flux``: per cluster, one ``Kustomization`` per sync layer (stack, stack-config, caches, serving) of the
+      cluster directory (``./<path>/<cluster>``), from the GitRepository ``source``, applied to the cluster through the
+      kubeconfig in the Secret ``<cluster>-kubeconfig`` (``kubeConfig.secretRef``), each keeping only its layer's
+      objects and depending on the previous layer (``wait: true``);
+    * ``none``: nothing.
+    """
+    require_pydantic()
+    opts: GitopsOptions = parse(GitopsOptions, gitops if gitops is not None else {}, "gitops")
+    if not isinstance(clusters, list) or not all(isinstance(c, str) and c for c in clusters):
+        raise GpufleetError("clusters: must be a list of the fleet's cluster names")
+    names = sorted(set(clusters))
+    fleet_name = str(fleet) if fleet else "gpufleet"
+    if opts.tool == NONE:
+        return []
+    if opts.tool == ARGOCD:
+        if not opts.repo_url:
+            raise GpufleetError(
+                "gpufleet_gitops_repo_url: is required with gpufleet_gitops argocd: the ApplicationSet's git "
+                "directory generator reads the cluster directories from that repository"
+            )
+        return [_argocd_application_set(opts, fleet_name)]
+    out = []
+    for cluster in names:
+        previous = None
+        for layer, _low in LAYERS:
+            out.append(_flux_kustomization(opts, cluster, layer, previous))
+            previous = f"{cluster}-{layer}"
     return out
+
+
+def _generator_meta(name: str, namespace: str) -> dict[str, Any]:
+    return _meta(name, GENERATOR_PART, namespace)
+
+
+def _argocd_application_set(opts: GitopsOptions, fleet: str) -> dict[str, Any]:
+    prefix = f"{opts.path}/" if opts.path else ""
+    return {
+        "apiVersion": ARGOCD_API,
+        "kind": "ApplicationSet",
+        "metadata": _generator_meta(fleet, opts.home()),
+        "spec": {
+            "goTemplate": True,
+            "goTemplateOptions": ["missingkey=error"],
+            "generators": [
+                {
+                    "git": {
+                        "repoURL": opts.repo_url,
+                        "revision": opts.revision,
+                        "directories": [{"path": f"{prefix}*"}, {"path": f"{prefix}_fleet", "exclude": True}],
+                    }
+                }
+            ],
+            "template": {
+                "metadata": {
+                    "name": f"{fleet}-{{{{.path.basename}}}}",
+                    "labels": {**STACK_OWNER, LABEL_STACK_PART: GENERATOR_PART},
+                },
+                "spec": {
+                    "project": opts.project,
+                    "source": {
+                        "repoURL": opts.repo_url,
+                        "targetRevision": opts.revision,
+                        "path": "{{.path.path}}",
+                        "directory": {"recurse": True},
+                    },
+                    # The cluster secret of each cluster is named like its inventory host.
+                    "destination": {"name": "{{.path.basename}}"},
+                    "syncPolicy": {
+                        "automated": {"prune": True, "selfHeal": True},
+                        # Custom resources whose CRD a release of an earlier sync wave installs are not dry-run
+                        # before it exists; server-side apply (large objects, shared fields).
+                        "syncOptions": ["ServerSideApply=true", "SkipDryRunOnMissingResource=true"],
+                        "retry": {"limit": 10, "backoff": {"duration": "30s", "factor": 2, "maxDuration": "10m"}},
+                    },
+                },
+            },
+        },
+    }
+
+
+def _flux_kustomization(opts: GitopsOptions, cluster: str, layer: str, previous: str | None) -> dict[str, Any]:
+    names = [name for name, _low in LAYERS]
+    if layer == names[-1]:
+        # The last layer also takes every file without a layer (added to the directory by hand).
+        target = {"annotationSelector": f"{ANNOTATION_SYNC_LAYER} in ({','.join(names[:-1])})"}
+    else:
+        target = {"annotationSelector": f"{ANNOTATION_SYNC_LAYER} notin ({layer})"}
+    spec: dict[str, Any] = {
+        "interval": FLUX_SYNC_INTERVAL,
+        "retryInterval": "1m",
+        "timeout": "30m",
+        "path": opts.cluster_path(cluster),
+        "prune": True,
+        # Ready only once what it applied is ready (HelmReleases installed, hydration Jobs complete): the next layer
+        # waits for it.
+        "wait": True,
+        "sourceRef": {"kind": "GitRepository", "name": opts.source},
+        "kubeConfig": {"secretRef": {"name": f"{cluster}-kubeconfig"}},
+        # Every layer reads the whole cluster directory and keeps only its own objects.
+        "patches": [
+            {
+                "target": target,
+                "patch": "$patch: delete\napiVersion: v1\nkind: Object\nmetadata:\n  name: other-layer\n",
+            }
+        ],
+    }
+    if previous:
+        spec["dependsOn"] = [{"name": previous}]
+    meta = _generator_meta(f"{cluster}-{layer}", opts.home())
+    meta["labels"][LABEL_CLUSTER] = cluster
+    return {"apiVersion": FLUX_KUSTOMIZATION, "kind": "Kustomization", "metadata": meta, "spec": spec}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -1256,10 +1578,11 @@ __all__ = [
     "adoptions",
     "check_cluster",
     "driver_problems",
+    "fleet_generator",
     "gke_driver_table",
     "matrix_table",
     "objects_to_apply",
     "plan_cluster",
     "release_action",
-    "release_specs",
+    "render_objects",
 ]

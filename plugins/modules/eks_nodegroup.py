@@ -25,6 +25,11 @@ description:
   - Waits are bounded by O(wait_timeout). An EC2 capacity failure (C(InsufficientInstanceCapacity),
     C(InstanceLimitExceeded)) reported in the nodegroup's health fails the task at once, naming the zone and the
     instance type.
+  - With O(capacity_ladder), a new nodegroup is created on the first rung that has capacity; a stockout in its health
+    deletes it and tries the next rung, a quota error (C(VcpuLimitExceeded), ...) stops naming the quota. A recorded
+    nodegroup stays on the rung it was created on; one whose creation failed for capacity (C(CREATE_FAILED)) is
+    deleted and the ladder walked again. Stockouts are only seen with O(wait=true). RV(capacity) says which rung the
+    nodegroup is on.
   - The typical caller is the C(gpufleet.serving.eks_cluster) role, with specs from the
     C(gpufleet.serving.eks_nodegroups) filter.
 author:
@@ -63,8 +68,48 @@ options:
     choices: [ON_DEMAND, SPOT, CAPACITY_BLOCK]
     default: ON_DEMAND
   capacity_reservation_id:
-    description: The Capacity Block (C(cr-...)) a C(CAPACITY_BLOCK) nodegroup launches into.
+    description:
+      - The Capacity Block (C(cr-...)) a C(CAPACITY_BLOCK) nodegroup launches into, or the On-Demand Capacity
+        Reservation an C(ON_DEMAND) one targets (both through the launch template).
     type: str
+  capacity_rung:
+    description: The kind of capacity the options describe, reported in RV(capacity).
+    type: str
+    choices: [reservation, flex-start, spot, on-demand]
+  capacity_ladder:
+    description:
+      - The rungs to try in order when the nodegroup is created (the C(gpufleet.serving.eks_nodegroups) filter's
+        C(capacity_ladder)). Empty - the options are the one rung.
+      - A rung's capacity keys (O(capacity_ladder[].capacity_type), O(capacity_ladder[].capacity_reservation_id)) are
+        its own; its other keys default to the module's options.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      capacity_rung:
+        description: The rung's kind.
+        type: str
+        required: true
+        choices: [reservation, flex-start, spot, on-demand]
+      capacity_type:
+        description: The rung's capacity type.
+        type: str
+        choices: [ON_DEMAND, SPOT, CAPACITY_BLOCK]
+        default: ON_DEMAND
+      capacity_reservation_id:
+        description: The Capacity Block or On-Demand Capacity Reservation of a reservation rung.
+        type: str
+      instance_types:
+        description: Instance types (with the same GPUs).
+        type: list
+        elements: str
+      subnets:
+        description: The rung's subnets.
+        type: list
+        elements: str
+      labels:
+        description: Kubernetes node labels of the rung.
+        type: dict
   scaling:
     description: Autoscaling bounds and the initial size.
     type: dict
@@ -171,6 +216,22 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+capacity:
+  description:
+    - The rung of the capacity ladder the nodegroup is on (C({}) when absent, or without O(pool)) - C(rung), C(of),
+      C(kind), C(machine_type), C(zones), C(availability) (what the rung costs in availability), C(attempts) (the rungs
+      that had no capacity on the way, with C(class), C(code) and C(message)), C(predicted) (check mode) and
+      C(report) (one line).
+  returned: always
+  type: dict
+  sample:
+    rung: 2
+    of: 3
+    kind: spot
+    machine_type: p5.48xlarge
+    zones: [us-east-1b]
+    attempts: [{rung: 1, kind: reservation, class: stockout, code: InsufficientInstanceCapacity}]
+    report: "p5: got rung 2 of 3, spot, p5.48xlarge in us-east-1b - Spot: nodes can be preempted at any time"
 actions:
   description: What was done (or would be done in check mode).
   returned: always
@@ -196,6 +257,7 @@ import time  # noqa: E402
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import CAPACITY_RUNGS  # noqa: E402
 from ansible_collections.gpufleet.serving.plugins.module_utils.eks import (  # noqa: E402
     Waiter,
     ensure_nodegroup,
@@ -215,6 +277,20 @@ def main() -> None:
         disk_size=dict(type="int", default=100),
         capacity_type=dict(type="str", choices=["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"], default="ON_DEMAND"),
         capacity_reservation_id=dict(type="str"),
+        capacity_rung=dict(type="str", choices=list(CAPACITY_RUNGS)),
+        capacity_ladder=dict(
+            type="list",
+            elements="dict",
+            default=[],
+            options=dict(
+                capacity_rung=dict(type="str", required=True, choices=list(CAPACITY_RUNGS)),
+                capacity_type=dict(type="str", choices=["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"], default="ON_DEMAND"),
+                capacity_reservation_id=dict(type="str"),
+                instance_types=dict(type="list", elements="str"),
+                subnets=dict(type="list", elements="str"),
+                labels=dict(type="dict"),
+            ),
+        ),
         scaling=dict(
             type="dict",
             default={},

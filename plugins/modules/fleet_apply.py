@@ -146,6 +146,17 @@ options:
     type: list
     elements: str
     default: []
+  hold_deployments:
+    description: Deployments nothing of which is pruned this run (a partial apply's RV(gpufleet.serving.fleet_plan#module:held_outside)).
+    type: list
+    elements: str
+    default: []
+  plan_record:
+    description:
+      - The plan applied (RV(gpufleet.serving.fleet_plan#module:record)). Each cluster reconciled gets it in the
+        ConfigMap C(kube-system/gpufleet-plan-<fleet>) (owned, fleet-labelled), so an older plan is refused by the
+        next apply.
+    type: dict
 attributes:
   check_mode:
     support: full

@@ -62,6 +62,12 @@ options:
     description: Compile every CEL device selector and report the ones that do not compile.
     type: bool
     default: true
+  partial:
+    description:
+      - The inventory holds part of the fleet (an AWX job slice's, for C(playbooks/apply.yml), which applies a plan).
+        A deployment's or cache's host pattern that matches none of its clusters is then not an error.
+    type: bool
+    default: false
   pin_connections:
     description:
       - Inventory hosts (usually C(ansible_play_hosts)) whose Kubernetes connection to pin, returned in

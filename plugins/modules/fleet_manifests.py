@@ -66,6 +66,32 @@ options:
     type: list
     elements: dict
     default: []
+  gitops:
+    description:
+      - The GitOps tool the render directory is for (C(gpufleet_gitops)). V(argocd) gives every object Argo CD's
+        C(argocd.argoproj.io/sync-wave) C("10") (after the serving stack and the caches); V(flux) the Flux sync layer
+        C(serving) (C(gpufleet.io/sync-layer)); V(none) writes the objects as they are.
+      - Either way every namespace the serving objects use gets a C(Namespace) file under
+        C(<render_dir>/<cluster>/_cluster/) (see M(gpufleet.serving.manifest_dir)).
+    type: str
+    choices: [flux, argocd, none]
+    default: none
+  prune_other_clusters:
+    description:
+      - With O(prune), also prune the serving files of cluster directories that are not in O(fleet) (clusters that
+        left the inventory). C(apply.yml) turns it off when its play covers part of the plan's clusters.
+    type: bool
+    default: true
+  hold_deployments:
+    description: Deployments none of whose files are pruned this run (a partial apply's RV(gpufleet.serving.fleet_plan#module:held_outside)).
+    type: list
+    elements: str
+    default: []
+  plan_record:
+    description:
+      - The plan the files are rendered from (RV(gpufleet.serving.fleet_plan#module:record)). Recorded per cluster in
+        C(<render_dir>/_fleet/applied/<fleet>/<cluster>.json), so an older plan is refused by the next apply.
+    type: dict
 attributes:
   check_mode:
     support: full
@@ -93,8 +119,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 objects_by_cluster:
-  description: Every fleet cluster's serving objects (an empty list for a cluster that runs no replica).
-  returned: success
+  description:
+    - Every fleet cluster's serving objects (an empty list for a cluster that runs no replica).
+    - Not returned with O(render_dir) - the objects are in its files, and returned too they would make the task's
+      result larger than AWX / Automation Controller stores for one event (700,000 characters).
+  returned: when O(render_dir) is not set
   type: dict
   sample: {gke-us-central1: [{apiVersion: v1, kind: Service, metadata: {name: qwen-demo-3f9a1, namespace: ml-team}}]}
 written:
@@ -115,6 +144,17 @@ removed_clusters:
   type: list
   elements: str
   sample: ["gke-old-region"]
+files:
+  description: Per cluster directory, the number of files C(created), C(changed) and C(removed) (Namespace files included).
+  returned: success
+  type: dict
+  sample: {"onprem-a": {"created": 2, "changed": 1, "removed": 0}}
+file_lines:
+  description: "One line per cluster directory, C(<cluster>: +<created> ~<changed> -<removed> files)."
+  returned: success
+  type: list
+  elements: str
+  sample: ["onprem-a: +2 ~1 -0 files"]
 rollout:
   description:
     - The rolling updates of this run (see the description) - C(deployments), per deployment with updates, its waves

@@ -85,6 +85,14 @@ options:
         written or applied.
     type: raw
     default: false
+  explain:
+    description:
+      - Deployments to explain even when Ready (C(gpufleet_explain)). Their C(unschedulable) diagnostics stay in
+        RV(results), their lines in RV(explain) and in the C(gpufleet_placement) custom stats. A deployment short of
+        replicas is always explained. An unknown name is an error.
+      - A list of deployment names, or the string forms a survey sends (a JSON list, or names separated by commas).
+    type: raw
+    default: []
   cluster_capacity:
     description:
       - Per cluster, what its pools really have, as returned in C(capacity) by M(gpufleet.serving.fleet_read) (with
@@ -111,13 +119,36 @@ options:
         more make the registered result, which Ansible copies and finalises, three times as large.
     type: bool
     default: true
+  plan_file:
+    description:
+      - Write the plan document (a versioned JSON file, see C(docs/deploy.md)) here, atomically, when nothing stops
+        the run before writing (no deployment in RV(blocked), and no shortfall with O(fail_on_unschedulable)).
+        M(gpufleet.serving.fleet_plan) reads it for C(playbooks/apply.yml). A plan that decides what the file's plan
+        decided keeps its C(created_at) and the file is not rewritten.
+      - With O(publish_stats), the custom stat C(gpufleet_plan) carries its summary and path (and the whole document
+        when it is under 60,000 characters).
+    type: path
+  fail_on_unschedulable:
+    description: The run fails on a shortfall before writing (C(gpufleet_fail_on_unschedulable)); no plan is written then.
+    type: bool
+    default: false
+  mode:
+    description: The mode the plan is made for (C(gpufleet_mode)), recorded in the plan.
+    type: str
+    choices: [render, apply]
+    default: render
   publish_stats:
     description:
-      - Publish the placement as the custom stats C(gpufleet_placement) (C(results), C(replicas), C(shortfalls),
-        C(status), C(degraded) (the shortfalls again), C(capacity), C(unreadable), C(held)) and C(gpufleet_drift) (RV(drift)), as
+      - Publish the placement as the custom stats C(gpufleet_placement) and C(gpufleet_drift) (RV(drift)), as
         M(ansible.builtin.set_stats) would with O(ansible.builtin.set_stats#module:per_host=false) and
         O(ansible.builtin.set_stats#module:aggregate=false). AWX and Tower job templates pass custom stats on as
         artifacts to the following nodes of a workflow.
+      - C(gpufleet_placement) is a summary of at most 64 KB whatever the fleet's size, without replica records (the
+        plan file has them). It holds C(results) (per deployment C(status), C(desired), C(scheduled), C(condition),
+        C(clusters) with their replica counts and C(cluster_count), and C(explain) lines for a deployment short of
+        replicas or named in O(explain)), C(status), C(shortfalls), C(degraded) (the shortfalls and the
+        overcommitted), C(blocked), C(held), C(capacity), C(explained), C(dropped), C(capacity_loss) and
+        C(unreadable). A list cut to fit has its full length in C(<name>_count), and C(truncated) is true.
       - They are published when the placement is made, so also when the play fails afterwards (for example, before
         writing anything, on a shortfall with C(gpufleet_fail_on_unschedulable)); a workflow's failure path sees what
         was short.
@@ -158,6 +189,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+plan:
+  description: The plan written to O(plan_file) - C(path), C(written), C(summary), C(record) (what each cluster records
+    of the plan it was applied with) and C(artifact) (the C(gpufleet_plan) custom stat).
+  returned: when O(plan_file) is set and nothing stops the run
+  type: dict
 degraded:
   description: Deployments short of replicas, or with replicas on a pool that holds fewer nodes than they take.
   returned: success
@@ -214,7 +250,12 @@ by_cluster:
   type: dict
   sample: {gke-us-central1: []}
 results:
-  description: Per deployment, M(gpufleet.serving.replica_placement)'s result without C(replicas).
+  description:
+    - Per deployment, M(gpufleet.serving.replica_placement)'s result without C(replicas).
+    - The C(unschedulable) diagnostics of a Ready deployment are left out unless it is named in O(explain)
+      (C(unschedulable_omitted) counts its clusters). A deployment explained on more than 50 clusters has them grouped
+      by diagnosis (the first cluster's entry lists the others in C(same), their number in C(same_count)); the whole
+      stays under 300,000 characters (an AWX job event is blanked over 700,000).
   returned: success
   type: dict
   sample:
@@ -233,7 +274,11 @@ table:
   elements: str
   sample: ["DEPLOYMENT  DESIRED  SCHEDULED  CONDITION        PLACEMENT (cluster: replicas/pool)"]
 explain:
-  description: For every shortfall, why each candidate cluster and pool could not take a replica.
+  description:
+    - For every shortfall and every deployment named in O(explain), why each candidate cluster and pool could not
+      take a replica. Clusters with the same diagnosis share its lines when a deployment is explained on more than
+      50 clusters (the first cluster, then how many more and the first five of them); the lines stay under 200,000
+      characters.
   returned: success
   type: list
   elements: str

@@ -25,6 +25,10 @@ description:
     difference fails the task naming the fields.
   - Every operation is awaited at most O(wait_timeout) seconds; a Compute Engine stockout
     (C(ZONE_RESOURCE_POOL_EXHAUSTED), C(GCE_STOCKOUT)) or quota error fails at once naming the zone and machine type.
+  - With O(capacity_ladder), a new pool is created on the first rung that has capacity; a stockout deletes the failed
+    pool and tries the next rung, a quota error stops naming the quota. A recorded pool stays on the rung it was
+    created on; a pool whose creation failed for capacity (status C(ERROR)) is deleted and the ladder walked again.
+    RV(capacity) says which rung the pool is on.
 author:
   - gpufleet.serving contributors (@gpufleet)
 options:
@@ -81,6 +85,76 @@ options:
   reservation:
     description: A specific reservation to consume (name or C(projects/P/reservations/NAME)).
     type: str
+  any_reservation:
+    description: Consume any matching reservation of the project (C(reservationAffinity=ANY_RESERVATION)).
+    type: bool
+    default: false
+  flex_start:
+    description:
+      - Flex-start VMs (Dynamic Workload Scheduler) - the pool has no reservation, the C(ANY) location policy and no
+        auto-repair; give it O(initial_node_count=0) and O(autoscaling.min_node_count=0).
+    type: bool
+    default: false
+  capacity_rung:
+    description: The kind of capacity the options describe, recorded by the caller in the pool's labels and reported.
+    type: str
+    choices: [reservation, flex-start, spot, on-demand]
+  capacity_ladder:
+    description:
+      - The rungs to try in order when the pool is created (the C(gpufleet.serving.gke_node_pools) filter's
+        C(capacity_ladder)). Empty - the options are the one rung.
+      - A rung's capacity keys (O(capacity_ladder[].spot), O(capacity_ladder[].reservation),
+        O(capacity_ladder[].any_reservation), O(capacity_ladder[].flex_start)) are its own; its other keys default to
+        the module's options.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      capacity_rung:
+        description: The rung's kind.
+        type: str
+        required: true
+        choices: [reservation, flex-start, spot, on-demand]
+      machine_type:
+        description: Machine type (with the same GPUs).
+        type: str
+      spot:
+        description: Spot VMs.
+        type: bool
+        default: false
+      reservation:
+        description: A specific reservation to consume.
+        type: str
+      any_reservation:
+        description: Consume any matching reservation.
+        type: bool
+        default: false
+      flex_start:
+        description: Flex-start VMs.
+        type: bool
+        default: false
+      locations:
+        description: The rung's zones.
+        type: list
+        elements: str
+      initial_node_count:
+        description: Nodes per zone at creation.
+        type: int
+      autoscaling:
+        description: Autoscaling bounds, totals over the rung's zones.
+        type: dict
+        suboptions:
+          min_node_count:
+            description: Minimum nodes.
+            type: int
+            default: 0
+          max_node_count:
+            description: Maximum nodes.
+            type: int
+            default: 1
+      labels:
+        description: Kubernetes node labels of the rung (the pool's whole set).
+        type: dict
   locations:
     description: The pool's zones (default, the cluster's).
     type: list
@@ -138,6 +212,21 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+capacity:
+  description:
+    - The rung of the capacity ladder the pool is on (C({}) when absent) - C(rung), C(of), C(kind), C(machine_type),
+      C(zones), C(availability) (what the rung costs in availability), C(attempts) (the rungs that had no capacity on
+      the way, with C(class), C(code) and C(message)), C(predicted) (check mode) and C(report) (one line).
+  returned: always
+  type: dict
+  sample:
+    rung: 2
+    of: 3
+    kind: spot
+    machine_type: a3-highgpu-8g
+    zones: [us-central1-c]
+    attempts: [{rung: 1, kind: reservation, class: stockout, code: ZONE_RESOURCE_POOL_EXHAUSTED}]
+    report: "h100: got rung 2 of 3, spot, a3-highgpu-8g in us-central1-c - Spot: nodes can be preempted at any time"
 actions:
   description: What was done (or would be done in check mode).
   returned: always
@@ -155,10 +244,12 @@ import time  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import CAPACITY_RUNGS  # noqa: E402
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError  # noqa: E402
 from ansible_collections.gpufleet.serving.plugins.module_utils.gke import (  # noqa: E402
     Waiter,
     ensure_node_pool,
+    ladder_specs,
     node_count_check,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.gke_client import (  # noqa: E402
@@ -168,6 +259,8 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.gke_client import
     ClientApi,
     make_client,
 )
+
+RUNG_KINDS = list(CAPACITY_RUNGS)
 
 
 def main() -> None:
@@ -196,6 +289,31 @@ def main() -> None:
             image_type=dict(type="str", default="COS_CONTAINERD"),
             spot=dict(type="bool", default=False),
             reservation=dict(type="str"),
+            any_reservation=dict(type="bool", default=False),
+            flex_start=dict(type="bool", default=False),
+            capacity_rung=dict(type="str", choices=RUNG_KINDS),
+            capacity_ladder=dict(
+                type="list",
+                elements="dict",
+                default=[],
+                options=dict(
+                    capacity_rung=dict(type="str", required=True, choices=RUNG_KINDS),
+                    machine_type=dict(type="str"),
+                    spot=dict(type="bool", default=False),
+                    reservation=dict(type="str"),
+                    any_reservation=dict(type="bool", default=False),
+                    flex_start=dict(type="bool", default=False),
+                    locations=dict(type="list", elements="str"),
+                    initial_node_count=dict(type="int"),
+                    autoscaling=dict(
+                        type="dict",
+                        options=dict(
+                            min_node_count=dict(type="int", default=0), max_node_count=dict(type="int", default=1)
+                        ),
+                    ),
+                    labels=dict(type="dict"),
+                ),
+            ),
             locations=dict(type="list", elements="str", default=[]),
             initial_node_count=dict(type="int", default=1),
             autoscaling=dict(
@@ -224,15 +342,22 @@ def main() -> None:
             "image_type",
             "spot",
             "reservation",
+            "any_reservation",
+            "flex_start",
+            "capacity_rung",
             "locations",
             "initial_node_count",
             "autoscaling",
         )
     }
     spec["labels"] = {str(k): str(v) for k, v in p["labels"].items()}
+    ladder = ladder_specs(spec, p["capacity_ladder"]) if p["capacity_ladder"] else None
+    for rung in ladder or []:
+        rung["labels"] = {str(k): str(v) for k, v in (rung.get("labels") or {}).items()}
     try:
         if p["state"] == "present":
-            node_count_check(spec)
+            for rung in ladder or [spec]:
+                node_count_check(rung)
         api = ClientApi(
             make_client(p["auth_kind"], p["service_account_file"], p["service_account_contents"], p["api_endpoint"])
         )
@@ -245,6 +370,7 @@ def main() -> None:
             state=p["state"],
             waiter=Waiter(p["wait_timeout"], p["poll_interval"], time.sleep, time.monotonic),
             check_mode=module.check_mode,
+            ladder=ladder,
         )
     except GpufleetError as exc:
         module.fail_json(msg=str(exc))

@@ -26,6 +26,20 @@ description:
     written, because a file written or pruned through it could land outside O(path).
   - Writers hold an exclusive lock (C(<path>/.gpufleet/lock), ignored by Git). A writer that finds it held waits up to
     30 seconds, then fails naming the holder.
+  - With O(gitops), every object gets what its GitOps tool needs to sync it in order (stack, then caches, then
+    serving) - Argo CD's C(argocd.argoproj.io/sync-wave) annotation, or the C(gpufleet.io/sync-layer) annotation the
+    Flux Kustomizations of the fleet generator select by - and a Namespace an annotation that keeps the tool from ever
+    deleting it. An annotation the object already has is kept. See C(docs/deploy.md), section GitOps - Flux and Argo CD.
+  - When O(owner) selects serving or model cache objects (C(gpufleet.io/component) C(serving) or C(model-cache)),
+    every namespace the cluster's serving and cache files use gets a C(v1 Namespace) file under
+    C(<path>/<cluster>/_cluster/) (labelled C(gpufleet.io/component=namespace)); such a file is pruned once no serving
+    or cache file uses its namespace. A Namespace file that is not one of these (the serving stack's) is left alone.
+  - C(_fleet) is the fleet directory, never a cluster; O(cluster=_fleet) writes the fleet's GitOps generator into its
+    namespace directories (C(<path>/_fleet/<namespace>/<kind>-<name>.yaml)), pruning only the O(owner)-labelled files
+    there (never the plan document C(_fleet/plan.json)).
+  - With O(clusters) (the fleet's clusters) and O(prune), the O(owner)-labelled files of every other cluster
+    directory (a cluster that left the inventory) are pruned, and its workload Namespace files once no serving or cache
+    file is left there; other files stay and are returned in RV(left).
 author:
   - gpufleet.serving contributors (@gpufleet)
 options:
@@ -34,9 +48,17 @@ options:
     type: path
     required: true
   cluster:
-    description: The cluster (inventory host) the objects belong to; the first directory level.
+    description:
+      - The cluster (inventory host) the objects belong to; the first directory level. V(_fleet) writes the fleet
+        directory (the GitOps generator).
+      - Required unless O(clusters) is given (then only clusters that left the inventory are pruned).
     type: str
-    required: true
+  clusters:
+    description:
+      - The fleet's clusters (every inventory host of C(gpufleet_clusters)). With O(prune), the O(owner)-labelled files
+        of every cluster directory not listed are pruned.
+    type: list
+    elements: str
   objects:
     description: Kubernetes objects, each with C(kind) and C(metadata.name) (and C(metadata.namespace) when namespaced).
     type: list
@@ -62,13 +84,19 @@ options:
         (C(gpufleet_adopt_unlabelled)) - V(true) the fleet's own, V(false) another inventory's (never pruned or
         overwritten), unset an error before anything is written.
     type: bool
+  gitops:
+    description:
+      - The GitOps tool the render directory is for (C(gpufleet_gitops)); V(none) writes the objects as they are.
+    type: str
+    choices: [flux, argocd, none]
+    default: none
 attributes:
   check_mode:
     support: full
     description: Reports the files that would be written and removed without touching them.
   diff_mode:
-    support: none
-    description: Reports no diff.
+    support: full
+    description: Returns each file written or removed with its content before and after.
   action:
     support: full
     description: Runs on the controller; the render directory is on the controller.
@@ -108,4 +136,31 @@ unchanged:
   returned: success
   type: int
   sample: 7
+created:
+  description: The files of RV(written) that did not exist before.
+  returned: success
+  type: list
+  elements: str
+removed_clusters:
+  description: Cluster directories (clusters no longer in O(clusters)) whose owned files were pruned.
+  returned: success
+  type: list
+  elements: str
+left:
+  description: Per cluster of RV(removed_clusters), the files kept there (not gpufleet.serving's, or another fleet's).
+  returned: success
+  type: dict
+files:
+  description: Per cluster directory written or pruned, the number of files C(created), C(changed) and C(removed).
+  returned: success
+  type: dict
+  sample: {"onprem-a": {"created": 2, "changed": 1, "removed": 0}}
+lines:
+  description: >-
+    One line per cluster directory, C(<cluster>: +<created> ~<changed> -<removed> files), then the files kept in the
+    directories of clusters that left the inventory.
+  returned: success
+  type: list
+  elements: str
+  sample: ["onprem-a: +2 ~1 -0 files"]
 """

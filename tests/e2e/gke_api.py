@@ -3,7 +3,9 @@
 It keeps clusters, node pools and long-running operations in memory and records every request (method, path, JSON
 body) so tests can assert exactly what the official google-cloud-container client sent. Operations are RUNNING when
 returned and DONE at the first poll, so the modules' waits are exercised. A machine type listed in ``stockout``
-makes node-pool creation fail the way Compute Engine reports a stockout.
+makes node-pool creation fail the way Compute Engine reports a stockout; a ``(predicate, message)`` in ``fail_when``
+fails the creation of every pool whose request body the predicate accepts with that message (a stockout of one
+reservation or zone, a quota): the pool is left in ERROR with the message as its ``statusMessage``, as GKE does.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import copy
 import json
 import re
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -34,6 +37,15 @@ class NotFound(Exception):
     pass
 
 
+def stockout_message(project: str, cluster: str, pool: str, zone: str) -> str:
+    """What GKE reports when Compute Engine has no capacity for a pool's machine type in a zone."""
+    return (
+        f"Instance 'gke-{cluster}-{pool}-0' creation failed: The zone 'projects/{project}/zones/{zone}' does not "
+        "have enough resources available to fulfill the request. '(resource type:compute)'. "
+        "ZONE_RESOURCE_POOL_EXHAUSTED"
+    )
+
+
 class GkeApi:
     def __init__(self) -> None:
         self.clusters: dict[str, dict[str, Any]] = {}
@@ -41,6 +53,7 @@ class GkeApi:
         self.operations: dict[str, dict[str, Any]] = {}
         self.requests: list[dict[str, Any]] = []
         self.stockout: set[str] = set()
+        self.fail_when: list[tuple[Callable[[dict[str, Any]], bool], str]] = []
         self.lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -183,13 +196,11 @@ class GkeApi:
         pool = copy.deepcopy(body["nodePool"])
         key = self._key(project, location, cluster)
         machine = pool["config"]["machineType"]
-        if machine in self.stockout:
-            zone = (pool.get("locations") or rec.get("locations") or [f"{location}-a"])[0]
-            message = (
-                f"Instance 'gke-{cluster}-{pool['name']}-0' creation failed: The zone 'projects/{project}/zones/{zone}' "
-                "does not have enough resources available to fulfill the request. '(resource type:compute)'. "
-                "ZONE_RESOURCE_POOL_EXHAUSTED"
-            )
+        zone = (pool.get("locations") or rec.get("locations") or [f"{location}-a"])[0]
+        message = next((m for accepts, m in self.fail_when if accepts(pool)), None)
+        if machine in self.stockout and message is None:
+            message = stockout_message(project, cluster, pool["name"], zone)
+        if message is not None:
             pool.update(status="ERROR", statusMessage=message, version=rec["currentMasterVersion"])
             self.pools[key][pool["name"]] = pool
             return self._op(project, location, "CREATE_NODE_POOL", key, error=message)

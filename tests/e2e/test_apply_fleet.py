@@ -49,6 +49,8 @@ def replicas(fleet: Fleet, deployment: str, skip: str = "") -> dict[tuple[str, i
             continue
         for svc in fleet.list(host, "", "v1", "services", f"{MINE},gpufleet.io/deployment={deployment}"):
             labels = svc["metadata"]["labels"]
+            if "gpufleet.io/replica" not in labels:
+                continue  # the model's Service on this cluster (docs/routing.md), not a replica's
             assert labels["gpufleet.io/cluster"] == host
             out[(host, int(labels["gpufleet.io/replica-index"]))] = labels["gpufleet.io/replica"]
     return out
@@ -188,6 +190,65 @@ def test_leaderworkerset_gang_lands_on_one_pool_with_leader_address(fleet: Fleet
         assert env.index("LWS_LEADER_ADDRESS") < env.index("GPUFLEET_LEADER_ADDRESS"), env
         leader = next(e for e in pod["spec"]["containers"][0]["env"] if e["name"] == "LWS_LEADER_ADDRESS")
         assert leader["value"].startswith("gang-"), leader
+
+
+def assert_model_endpoints(fleet: Fleet, deployment: str) -> None:
+    """Issue 27: on every cluster, the model's Service (named after the deployment) exists exactly where replicas of
+    it are placed, and its endpoints are exactly the Ready serving pods of that cluster's replicas (the EndpointSlice
+    controller's view, so waited for)."""
+    placed = replicas(fleet, deployment)
+    for host in fleet.names:
+        services = [
+            s
+            for s in fleet.list(host, "", "v1", "services", f"{MINE},gpufleet.io/deployment={deployment}")
+            if "gpufleet.io/replica" not in s["metadata"]["labels"]
+        ]
+        mine = {name for (h, _i), name in placed.items() if h == host}
+        if not mine:
+            assert services == [], f"{host}: a model Service of {deployment} where it has no replica"
+            continue
+        assert [s["metadata"]["name"] for s in services] == [deployment], host
+        namespace = services[0]["metadata"]["namespace"]
+        serving = [
+            p
+            for p in fleet.list(host, "", "v1", "pods", f"{OWNER},gpufleet.io/deployment={deployment}")
+            if p["metadata"]["labels"].get("gpufleet.io/endpoint") == "true"
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        assert {p["metadata"]["labels"]["gpufleet.io/replica"] for p in serving} == mine, host
+        want = {
+            p["status"]["podIP"]
+            for p in serving
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
+        }
+        assert want and all(p["status"].get("podIP") for p in serving), (host, serving)
+
+        every = {p["status"]["podIP"] for p in serving}
+
+        def endpoints(h: str = host, ns: str = namespace) -> tuple[set[str], set[str]]:
+            """(Ready endpoint addresses, every endpoint address) of the model Service."""
+            found = [
+                ep
+                for eps in fleet.list(
+                    h, "discovery.k8s.io", "v1", "endpointslices", f"kubernetes.io/service-name={deployment}"
+                )
+                if eps["metadata"]["namespace"] == ns
+                for ep in eps.get("endpoints") or []
+            ]
+            ready = {a for ep in found if (ep.get("conditions") or {}).get("ready") for a in ep["addresses"]}
+            return ready, {a for ep in found for a in ep["addresses"]}
+
+        wait_for(
+            f"{host}: {deployment}'s endpoints == its Ready serving pods",
+            lambda want=want, every=every: endpoints()[0] == want and endpoints()[1] <= every,
+        )
+
+
+def test_model_endpoint_selects_exactly_the_ready_pods_of_the_clusters_replicas(fleet: Fleet) -> None:
+    """One Service per model and cluster (docs/routing.md): chat on every cluster (one replica each), tp8 and the gang
+    (leader only: workers serve no HTTP) on the one cluster that holds them, none elsewhere."""
+    for deployment in ("chat", "tp8", "gang"):
+        assert_model_endpoints(fleet, deployment)
 
 
 def owned_versions(fleet: Fleet) -> dict[str, dict[str, str]]:
@@ -437,7 +498,11 @@ class TestIdempotenceOnRealClusters:
 
         before = chat_objects()
         host = sorted({c for c, _i in replicas(fleet, "chat")})[-1]
-        svc = fleet.list(host, "", "v1", "services", f"{OWNER},gpufleet.io/deployment=chat")[0]
+        svc = next(  # a replica's Service: the one that carries its placement (not the model's Service)
+            s
+            for s in fleet.list(host, "", "v1", "services", f"{OWNER},gpufleet.io/deployment=chat")
+            if "gpufleet.io/replica" in s["metadata"]["labels"]
+        )
         name, namespace = svc["metadata"]["name"], svc["metadata"]["namespace"]
         original = svc["metadata"]["annotations"]["gpufleet.io/placement"]
         fleet.kubectl(
@@ -760,18 +825,19 @@ PROBE = {
 }
 
 
-def probe_status(fleet: Fleet, capacity: str) -> tuple[int, list[str], str]:
+def probe_status(fleet: Fleet, capacity: str, *extra: str, tag: str = "") -> tuple[int, list[str], str]:
     """status.yml (reads and places, applies nothing) with the probe deployment: (probe replicas scheduled, drift
     lines, output)."""
-    report = fleet.work / f"report-{capacity}.json"
+    report = fleet.work / f"report-{capacity}{tag}.json"
     out = fleet.playbook(
         "status.yml",
+        *extra,
         "-e",
         f"gpufleet_capacity={capacity}",
         "-e",
         f"gpufleet_report_file={report}",
         "-e",
-        f"gpufleet_fleet_html={fleet.work / f'fleet-{capacity}.html'}",
+        f"gpufleet_fleet_html={fleet.work / f'fleet-{capacity}{tag}.html'}",
     ).stdout
     # The machine-readable report (gpufleet_report_file): the probe's replicas and the drift lines.
     data = json.loads(report.read_text())
@@ -881,6 +947,12 @@ def test_observed_capacity_places_around_faults_and_reports_drift(fleet: Fleet) 
         assert still == declared  # declared capacity counts every faulty node as free
         observed, drift, out = probe_status(fleet, "observed")
         assert observed == declared - 4, out[-5000:]  # one node lost to each fault
+        # Render mode reads the same capacity when the clusters are readable (never silently declared capacity).
+        render = ("-e", "gpufleet_mode=render", "-e", f"gpufleet_render_dir={fleet.work / 'render-observed'}")
+        render_declared, _drift, _out = probe_status(fleet, "declared", *render, tag="-render")
+        render_observed, render_drift, out = probe_status(fleet, "observed", *render, tag="-render")
+        assert render_observed == render_declared - 4, out[-5000:]
+        assert render_drift == drift
         for needle in (
             f"{beta}/l4: 1 of 2 nodes cordoned",
             f"{alpha}/l4: node {sliced}: 0 of 1 gpu devices (gpu.nvidia.com) published",
@@ -944,6 +1016,7 @@ def test_scale_up_then_down_is_sticky(fleet: Fleet) -> None:
     assert len(up) == 5
     assert {k: up[k] for k in first} == first  # nobody moved or was renamed
     assert_all_ready(fleet)
+    assert_model_endpoints(fleet, "chat")  # two replicas on one cluster: one Service selects both
     fleet.set_deployment("chat", replicas=2)
     fleet.playbook("deploy.yml")
     down = replicas(fleet, "chat")
@@ -951,11 +1024,47 @@ def test_scale_up_then_down_is_sticky(fleet: Fleet) -> None:
     assert {k: up[k] for k in down} == down  # survivors keep their identity
     # scale down drops from the most-loaded clusters first, highest index first
     assert max(key[1] for key in down) < max(key[1] for key in up)
+    assert_model_endpoints(fleet, "chat")  # a cluster left without chat replicas lost its model Service
     for host in fleet.names:
         names = {w["metadata"]["name"] for w in workloads(fleet, host)}
         for key, replica in up.items():
             if key not in down and key[0] == host:
                 assert not any(n.startswith(replica) for n in names), f"{replica} still on {key[0]}"
+    assert_all_ready(fleet)
+
+
+def test_plan_then_apply_cluster_by_cluster_and_refuse_an_older_plan(fleet: Fleet) -> None:
+    """Issue 26: plan once (plan.yml), apply cluster by cluster (apply.yml --limit, as AWX job slices do), and an
+    apply of a plan older than the one the clusters took is refused."""
+    before = owned_versions(fleet)
+    fleet.playbook("plan.yml")
+    plan_file = fleet.work / "placement-state.plan.json"  # apply mode: beside the state file, named after it
+    first = json.loads(plan_file.read_text())
+    saved = fleet.work / "plan-first.json"
+    saved.write_text(plan_file.read_text())
+    for host in fleet.names:
+        out = fleet.playbook("apply.yml", "--limit", host).stdout
+        assert f"for 1 of {len(fleet.names)} clusters" in out, out[-3000:]
+    assert owned_versions(fleet) == before  # the plan is what runs: not one write to a serving object
+    for host in fleet.names:
+        cm = fleet.core(host).read_namespaced_config_map(f"gpufleet-plan-{first['fleet_name']}", "kube-system")
+        assert json.loads(cm.data["plan.json"])["plan_id"] == first["plan_id"]
+    chat = replicas(fleet, "chat")
+    fleet.set_deployment("chat", replicas=len(chat) + 1)
+    try:
+        fleet.playbook("plan.yml")
+        fleet.playbook("apply.yml")
+        assert len(replicas(fleet, "chat")) == len(chat) + 1
+        assert_all_ready(fleet)
+    finally:
+        fleet.set_deployment("chat", replicas=len(chat))
+    # The first plan matches the inventory again, but every cluster took a newer plan since: refused, nothing done.
+    proc = fleet.playbook("apply.yml", "-e", f"gpufleet_plan_file={saved}", check=False)
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    assert "was last applied with a newer plan" in proc.stdout
+    assert len(replicas(fleet, "chat")) == len(chat) + 1
+    fleet.playbook("deploy.yml")  # back to the inventory's replicas
+    assert len(replicas(fleet, "chat")) == len(chat)
     assert_all_ready(fleet)
 
 
@@ -1175,8 +1284,9 @@ def other_playbook(fleet: Fleet, inv: Path, playbook: str, *extra: str) -> subpr
 
 def test_two_fleets_share_a_cluster_and_never_touch_each_other(fleet: Fleet) -> None:
     """Issue 25: two inventories that share a cluster deleted each other's workloads (the owner selector carried no
-    fleet). The other fleet deploys a deployment of the same name in the same namespace on one of our clusters, then
-    drops one and tears down: our objects are never re-applied, recreated or deleted, and ours never touch theirs."""
+    fleet). The other fleet deploys a deployment of the same name (in another namespace: a deployment's model Service
+    is one per namespace and cluster, docs/routing.md) on one of our clusters, then drops one and tears down: our
+    objects are never re-applied, recreated or deleted, and ours never touch theirs."""
     chat_replicas = len(replicas(fleet, "chat"))
     fleet.set_deployment("chat", replicas=3)
     fleet.playbook("deploy.yml")
@@ -1187,7 +1297,8 @@ def test_two_fleets_share_a_cluster_and_never_touch_each_other(fleet: Fleet) -> 
     deployments = yaml.safe_load((fleet.inventory / "group_vars" / "all" / "deployments.yml").read_text())
     chat = next(d for d in deployments["gpufleet_model_deployments"] if d["name"] == "chat")
     theirs = [
-        {**copy.deepcopy(chat), "replicas": 1, "clusters": "gpufleet_clusters"},  # same name, same namespace
+        # Same name (gpufleet.io/deployment=chat, as ours), its own namespace; and another name in our namespace.
+        {**copy.deepcopy(chat), "namespace": "chat-team-b", "replicas": 1, "clusters": "gpufleet_clusters"},
         {**copy.deepcopy(chat), "name": "side", "replicas": 1, "clusters": "gpufleet_clusters"},
     ]
     inv = other_inventory(fleet, host, theirs)
@@ -1195,7 +1306,9 @@ def test_two_fleets_share_a_cluster_and_never_touch_each_other(fleet: Fleet) -> 
     assert ours
     # Our replicas' claims on the shared cluster: the other fleet must count their devices as another workload's.
     our_replicas = {
-        s["metadata"]["labels"]["gpufleet.io/replica"] for s in fleet.list(host, "", "v1", "services", MINE)
+        s["metadata"]["labels"]["gpufleet.io/replica"]
+        for s in fleet.list(host, "", "v1", "services", MINE)
+        if "gpufleet.io/replica" in s["metadata"]["labels"]  # not the models' Services
     }
     our_claims = [
         f"{c['metadata']['namespace']}/{c['metadata']['name']}"
@@ -1220,6 +1333,7 @@ def test_two_fleets_share_a_cluster_and_never_touch_each_other(fleet: Fleet) -> 
         their_replicas = {
             s["metadata"]["labels"]["gpufleet.io/replica"]
             for s in fleet.list(host, "", "v1", "services", f"{OWNER},gpufleet.io/fleet={OTHER}")
+            if "gpufleet.io/replica" in s["metadata"]["labels"]
         }
         assert len(their_replicas) == 2 and not their_replicas & set(replicas(fleet, "chat").values())
         for w in fleet.list(host, "apps", "v1", "deployments", f"{OWNER},gpufleet.io/fleet={OTHER}"):
@@ -1227,7 +1341,7 @@ def test_two_fleets_share_a_cluster_and_never_touch_each_other(fleet: Fleet) -> 
                 f"{OTHER}'s {w['metadata']['name']} to be ready",
                 lambda w=w: (
                     fleet.apps(host)
-                    .read_namespaced_deployment(w["metadata"]["name"], "chat-team")
+                    .read_namespaced_deployment(w["metadata"]["name"], w["metadata"]["namespace"])
                     .status.ready_replicas
                     == 1
                 ),
@@ -1246,7 +1360,10 @@ def test_two_fleets_share_a_cluster_and_never_touch_each_other(fleet: Fleet) -> 
         inv = other_inventory(fleet, host, theirs[:1])
         other_playbook(fleet, inv, "deploy.yml")
         left = fleet_objects(fleet, OTHER)
-        assert left and {k for k in other if not k[3].startswith("side-")} == set(left), (sorted(other), left)
+        assert left and {k for k in other if k[3] != "side" and not k[3].startswith("side-")} == set(left), (
+            sorted(other),
+            left,
+        )
         assert fleet_objects(fleet, FLEET) == ours
 
         # 4. The other fleet tears down: all of its objects go, none of ours.

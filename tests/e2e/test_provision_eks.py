@@ -1,8 +1,13 @@
 """EKS provisioning end to end against moto's server on 127.0.0.1 (started and stopped here).
 
-create -> second run changed=0 -> check mode of a change (nothing recorded changes) -> the change in place ->
+create -> second run changed=0 -> check mode of a change (nothing recorded changes) -> the change in place -> a pool
+leaving the inventory -> a capacity ladder whose first rung stocks out (the pool gets its second rung) -> a quota
+error (the ladder stops naming the quota; once raised, the next run deletes the failed nodegroup and walks again) ->
 teardown.yml with teardown_clusters=true, asserting what the AWS API recorded: AMI type, capacity type, launch template
 of the Capacity Block pool, taints, labels, scaling and version.
+
+EC2 capacity failures are injected by a small proxy in front of moto (tests/e2e/moto_faults.py): it rewrites a
+nodegroup's DescribeNodegroup answer to CREATE_FAILED with the health issue EKS reports.
 
 moto 5.2 implements neither EKS add-ons nor EFS DescribeTags (which community.aws.efs calls), and there is no
 Kubernetes API behind its cluster endpoint: the run sets eks_cluster_efs=false and eks_cluster_storage_class=false.
@@ -24,6 +29,9 @@ from typing import Any
 import pytest
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from moto_faults import Fault, FaultProxy
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 INVENTORY = Path(__file__).resolve().parent / "provision" / "eks"
@@ -42,7 +50,8 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def moto() -> Iterator[str]:
+def proxy() -> Iterator[FaultProxy]:
+    """moto's server behind the fault-injecting proxy; ``proxy.url`` is what every client talks to."""
     port = _free_port()
     env = dict(os.environ, MOTO_IAM_LOAD_MANAGED_POLICIES="true")  # AmazonEKSClusterPolicy & co. must exist
     proc = subprocess.Popen(
@@ -62,10 +71,20 @@ def moto() -> Iterator[str]:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise AssertionError("moto_server did not start") from None
                 time.sleep(0.2)
-        yield url
+        faults = FaultProxy(url)
+        faults.url = faults.start()  # type: ignore[attr-defined]
+        try:
+            yield faults
+        finally:
+            faults.stop()
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def moto(proxy: FaultProxy) -> str:
+    return proxy.url  # type: ignore[attr-defined,no-any-return]
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +102,7 @@ def client(moto: str, service: str) -> Any:
     )
 
 
-def run(moto: str, work: Path, playbook: str, *extra: str) -> str:
+def run(moto: str, work: Path, playbook: str, *extra: str, ok: bool = True) -> str:
     aws = {"endpoint_url": moto, "access_key": "testing", "secret_key": "testing"}
     variables = {
         "eks_cluster_aws": aws,
@@ -107,7 +126,7 @@ def run(moto: str, work: Path, playbook: str, *extra: str) -> str:
     proc = subprocess.run(
         [*argv, "-e", f"@{work / 'vars.yml'}", *extra], capture_output=True, text=True, env=env, cwd=REPO, check=False
     )
-    assert proc.returncode == 0, f"{playbook} failed:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
+    assert (proc.returncode == 0) == ok, f"{playbook}:\n{proc.stdout[-6000:]}\n{proc.stderr[-2000:]}"
     return proc.stdout
 
 
@@ -131,6 +150,7 @@ def set_pool(work: Path, name: str, **fields: Any) -> None:
 
 
 GPU_TAINT = [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
+RUNG = "gpufleet.io/capacity-rung"
 
 
 def test_create_records_what_the_classes_say(moto, work):
@@ -159,7 +179,7 @@ def test_create_records_what_the_classes_say(moto, work):
     assert a10g["diskSize"] == 200
     assert a10g["version"] == "1.36"
     assert a10g["scalingConfig"] == {"minSize": 1, "maxSize": 6, "desiredSize": 3}
-    assert a10g["labels"] == {"gpufleet.io/pool": "a10g", "nvidia.com/gpu.present": "true"}
+    assert a10g["labels"] == {"gpufleet.io/pool": "a10g", "nvidia.com/gpu.present": "true", RUNG: "on-demand"}
     assert a10g["taints"] == GPU_TAINT
     assert a10g["nodeRole"].endswith(f"role/gpufleet-{CLUSTER}-node")
     assert sorted(zone_of[s] for s in a10g["subnets"]) == ["us-east-1a", "us-east-1b"]
@@ -171,10 +191,12 @@ def test_create_records_what_the_classes_say(moto, work):
         "gpufleet.io/spot": "true",
         "gpufleet.io/pool": "l4-spot",
         "nvidia.com/gpu.present": "true",
+        RUNG: "spot",
     }
 
     p5 = groups["p5"]
     assert p5["capacityType"] == "CAPACITY_BLOCK"
+    assert p5["labels"][RUNG] == "reservation"
     assert p5["amiType"] == "AL2023_x86_64_NVIDIA"
     assert [zone_of[s] for s in p5["subnets"]] == ["us-east-1a"]
     # EKS rejects diskSize with a launch template: ours is in the template (moto records its default 20 instead)
@@ -229,6 +251,116 @@ def test_a_pool_that_left_the_inventory_loses_its_nodegroup(moto, work):
     assert changed(run(moto, work, "provision.yml")) == 1
     assert sorted(nodegroups(moto)) == ["a10g", "p5", "system"]
     assert changed(run(moto, work, "provision.yml")) == 0
+
+
+def add_pool(work: Path, pool: dict[str, Any]) -> None:
+    path = work / "inventory" / "host_vars" / f"{CLUSTER}.yml"
+    data = yaml.safe_load(path.read_text())
+    data["gpufleet_node_pools"].append(pool)
+    path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
+
+
+def zones_of(moto: str, subnets: list[str]) -> list[str]:
+    found = client(moto, "ec2").describe_subnets(SubnetIds=subnets)["Subnets"]
+    return sorted(s["AvailabilityZone"] for s in found)
+
+
+NODEGROUPS = rf"^/clusters/{CLUSTER}/node-groups"
+
+
+def test_a_stockout_of_the_first_rung_gives_the_pool_its_second(moto, proxy, work):
+    # The Capacity Block has no p5.48xlarge capacity left in us-east-1a: the pool gets Spot in us-east-1b.
+    proxy.faults.append(
+        Fault(
+            "h100l",
+            lambda ng: ng.get("capacityType") == "CAPACITY_BLOCK",
+            "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient "
+            "p5.48xlarge capacity in the Availability Zone you requested (us-east-1a). Launching EC2 instance failed.",
+        )
+    )
+    add_pool(
+        work,
+        {
+            "name": "h100l",
+            "class": "h100-8x-block",
+            "node_count": 1,
+            "min_node_count": 0,
+            "max_node_count": 2,
+            "zones": ["us-east-1a"],
+            "capacity_ladder": [
+                {"kind": "reservation"},
+                {"kind": "spot", "zones": ["us-east-1b"]},
+                {"kind": "on-demand"},
+            ],
+        },
+    )
+    proxy.requests.clear()
+    out = run(moto, work, "provision.yml")
+    assert len(proxy.calls("POST", NODEGROUPS + "$")) == 2  # the Capacity Block rung, then the Spot rung
+    assert proxy.calls("DELETE", NODEGROUPS + "/h100l$") == [f"/clusters/{CLUSTER}/node-groups/h100l"]
+    h100l = nodegroups(moto)["h100l"]
+    assert h100l["status"] == "ACTIVE" and h100l["capacityType"] == "SPOT"
+    assert h100l["instanceTypes"] == ["p5.48xlarge"] and zones_of(moto, h100l["subnets"]) == ["us-east-1b"]
+    assert h100l["labels"][RUNG] == "spot"  # the rung the pool got, for placement to read
+    assert not h100l.get("launchTemplate")
+    # The failed rung's launch template (Capacity Block) is gone with it; p5's own stays.
+    templates = client(moto, "ec2").describe_launch_templates()["LaunchTemplates"]
+    assert sorted(t["LaunchTemplateName"] for t in templates) == [f"gpufleet-{CLUSTER}-p5"]
+    # The report names the rung the pool got, what it costs and what failed before it.
+    assert "h100l: got rung 2 of 3, spot, p5.48xlarge in us-east-1b - Spot: nodes can be preempted" in out
+    assert "(after rung 1 of 3 reservation: InsufficientInstanceCapacity)" in out
+    # The pool stays on its rung: the next run changes nothing.
+    assert changed(run(moto, work, "provision.yml")) == 0
+
+
+def test_a_quota_error_stops_the_ladder_naming_the_quota(moto, proxy, work):
+    # The account may run no more G instances on demand: the ladder stops instead of falling back to Spot.
+    first: list[str] = []
+
+    def first_nodegroup(ng: dict[str, Any]) -> bool:
+        """The first nodegroup created under the name (a later one is created after the quota was raised)."""
+        created = f"{ng['nodegroupArn']}@{ng.get('createdAt')}"
+        first[:] = first or [created]
+        return first == [created]
+
+    proxy.faults.append(
+        Fault(
+            "l4q",
+            first_nodegroup,
+            "Could not launch On-Demand Instances. VcpuLimitExceeded - You have requested more vCPU capacity than your "
+            "current vCPU limit of 0 allows for the instance bucket that the specified instance type belongs to. "
+            "Please visit http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit. "
+            "Launching EC2 instance failed.",
+        )
+    )
+    add_pool(
+        work,
+        {
+            "name": "l4q",
+            "class": "l4-1x-spot",
+            "node_count": 1,
+            "max_node_count": 2,
+            "zones": ["us-east-1a"],
+            "capacity_ladder": [{"kind": "on-demand"}, {"kind": "spot"}],
+        },
+    )
+    proxy.requests.clear()
+    out = run(moto, work, "provision.yml", ok=False)
+    assert (
+        "nodegroup l4q: quota Running On-Demand G and VT instances exceeded at rung 1 of 2 (on-demand, g6.2xlarge in "
+        "us-east-1a): VcpuLimitExceeded" in out
+    )
+    assert "the capacity ladder stops here" in out
+    assert len(proxy.calls("POST", NODEGROUPS + "$")) == 1  # the Spot rung is never tried
+    assert proxy.calls("DELETE", NODEGROUPS + "/l4q$") == []
+    assert nodegroups(moto)["l4q"]["status"] == "CREATE_FAILED"
+    # Once the quota is raised, the next run deletes the failed nodegroup and walks the ladder again: rung 1.
+    proxy.requests.clear()
+    out = run(moto, work, "provision.yml")
+    assert proxy.calls("DELETE", NODEGROUPS + "/l4q$") == [f"/clusters/{CLUSTER}/node-groups/l4q"]
+    l4q = nodegroups(moto)["l4q"]
+    assert (l4q["status"], l4q["capacityType"], l4q["labels"][RUNG]) == ("ACTIVE", "ON_DEMAND", "on-demand")
+    assert "l4q: got rung 1 of 2, on-demand, g6.2xlarge in us-east-1a" in out
 
 
 def test_teardown_deletes_in_safe_order(moto, work):

@@ -534,6 +534,38 @@ def build(out: Path, log: Any = print) -> list[dict[str, str]]:
     return rows
 
 
+def crd_documents(select: Any = None) -> list[dict[str, Any]]:
+    """The upstream ``CustomResourceDefinition`` objects themselves (not converted), for installing on a test control
+    plane: every CRD of ``SOURCES`` whose ``(group, kind)`` is in ``select`` (all when None), read from the module
+    zips after checking them against the pinned ``h1:`` hashes, in ``SOURCES`` order. An unknown ``(group, kind)``
+    is a :class:`FetchError`."""
+    wanted = None if select is None else {(str(g), str(k)) for g, k in select}
+    known = {(c.group, c.kind) for s in SOURCES for c in s.crds}
+    if wanted is not None and wanted - known:
+        raise FetchError(f"no pinned CRD for {sorted(wanted - known)} (SOURCES has {sorted(known)})")
+    sources = tuple(s for s in SOURCES if wanted is None or any((c.group, c.kind) in wanted for c in s.crds))
+    if not sources:
+        return []
+    results = go_download(sources)
+    docs = []
+    for source in sources:
+        zip_path = verified_zip(source, results[source.module])
+        prefix = f"{source.module}@{source.version}/"
+        with zipfile.ZipFile(zip_path) as archive:
+            for crd in source.crds:
+                if wanted is not None and (crd.group, crd.kind) not in wanted:
+                    continue
+                try:
+                    raw = archive.read(prefix + crd.path)
+                except KeyError:
+                    raise FetchError(f"{source.module}@{source.version}: no {crd.path} in the module zip") from None
+                doc = load_crd(raw, f"{source.module}@{source.version}/{crd.path}")
+                if doc.get("kind") != "CustomResourceDefinition" or (doc.get("spec") or {}).get("group") != crd.group:
+                    raise FetchError(f"{source.module}@{source.version}/{crd.path}: not a CRD of group {crd.group}")
+                docs.append(doc)
+    return docs
+
+
 def _readme(rows: list[dict[str, str]]) -> str:
     lines = [
         "# Upstream CRD schemas for gpufleet.serving's tests",

@@ -398,15 +398,99 @@ def validate_objects(objs: Iterable[Mapping[str, Any]], versions: Iterable[str] 
         )
 
 
+def _object_files(directory: Path) -> list[Path]:
+    """The ``*.yml``/``*.yaml`` files under a directory that hold objects: not under a dot directory (``.gpufleet``)
+    and not directly in a render directory's ``_fleet`` (its plan document and fleet state; the GitOps generator's
+    objects are in ``_fleet/<namespace>/``)."""
+    files = []
+    for file in sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")]):
+        parts = file.relative_to(directory).parts
+        if any(part.startswith(".") for part in parts) or file.parent.name == "_fleet":
+            continue
+        files.append(file)
+    return files
+
+
 def load_documents(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Every non-empty YAML document of the given files (or of ``*.yml``/``*.yaml`` under given directories)."""
+    """Every non-empty YAML document of the given files (or of the object files under given directories, see
+    ``_object_files``)."""
     docs: list[dict[str, Any]] = []
     for entry in paths:
         path = Path(entry)
-        files = sorted([*path.rglob("*.yaml"), *path.rglob("*.yml")]) if path.is_dir() else [path]
+        files = _object_files(path) if path.is_dir() else [path]
         for file in files:
             docs.extend(doc for doc in yaml.safe_load_all(file.read_text()) if doc)
     return docs
+
+
+#: Namespaces a cluster has before anything of the render directory is applied: Kubernetes' own, and where the
+#: GitOps tools run (the Argo CD Applications of the serving stack's releases live in ``argocd``).
+PREEXISTING_NAMESPACES: frozenset[str] = frozenset(
+    {"default", "kube-system", "kube-public", "kube-node-lease", "argocd", "flux-system"}
+)
+
+
+def render_dir_problems(root: str | Path, preexisting: Iterable[str] = PREEXISTING_NAMESPACES) -> list[str]:
+    """What keeps a render directory from being applied as it is, one cluster directory at a time (``kubectl apply
+    -R -f <cluster>`` or a GitOps tool pointed at it): a file that holds other than one object, an object whose file
+    is not ``<cluster>/<namespace or _cluster>/<kind>-<name>.yaml``, and a namespaced object whose namespace has no
+    Namespace object in its cluster directory (and is not one of ``preexisting``). ``_fleet/<namespace>/`` (the
+    GitOps generator, applied where the GitOps tool runs) is checked for the file layout only."""
+    root = Path(root)
+    keep = set(preexisting)
+    problems: list[str] = []
+    namespaces: dict[str, set[str]] = {}
+    used: dict[str, dict[str, str]] = {}
+    for file in _object_files(root):
+        rel = file.relative_to(root)
+        docs = [doc for doc in yaml.safe_load_all(file.read_text()) if doc]
+        if len(rel.parts) != 3:
+            problems.append(f"{rel}: not <cluster>/<namespace>/<kind>-<name>.yaml")
+            continue
+        if len(docs) != 1 or not isinstance(docs[0], Mapping):
+            problems.append(f"{rel}: holds {len(docs)} documents, not one object")
+            continue
+        obj = docs[0]
+        cluster, directory, name = rel.parts
+        meta = obj.get("metadata") or {}
+        expected = f"{str(obj.get('kind', '')).lower()}-{meta.get('name')}.yaml"
+        ns = meta.get("namespace")
+        if name != expected or directory != (ns or "_cluster"):
+            problems.append(f"{rel}: holds {describe(obj)}, expected at {cluster}/{ns or '_cluster'}/{expected}")
+        if cluster == "_fleet":
+            continue
+        if obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1":
+            namespaces.setdefault(cluster, set()).add(str(meta.get("name")))
+        elif ns:
+            used.setdefault(cluster, {}).setdefault(str(ns), str(rel))
+    for cluster, by_ns in sorted(used.items()):
+        for ns, first in sorted(by_ns.items()):
+            if ns not in namespaces.get(cluster, set()) and ns not in keep:
+                problems.append(f"{cluster}: namespace {ns} (used by {first}) has no Namespace in {cluster}/_cluster/")
+    return problems
+
+
+def validate_render_dir(
+    root: str | Path, versions: Iterable[str] = DEFAULT_VERSIONS, preexisting: Iterable[str] = PREEXISTING_NAMESPACES
+) -> dict[str, int]:
+    """Validate a render directory: every object file (the cluster directories and the GitOps generator under
+    ``_fleet/``) against the Kubernetes and CRD schemas (:func:`validate_objects`), and its layout
+    (:func:`render_dir_problems`). Returns the number of objects per top-level directory; raises
+    :class:`SchemaValidationError` listing every problem."""
+    root = Path(root)
+    files = _object_files(root)
+    problems = render_dir_problems(root, preexisting)
+    try:
+        validate_objects(load_documents(files), versions)
+    except SchemaValidationError as exc:
+        problems.insert(0, str(exc))
+    if problems:
+        raise SchemaValidationError(f"render directory {root}:\n" + "\n".join(problems))
+    counts: dict[str, int] = {}
+    for file in files:
+        top = file.relative_to(root).parts[0]
+        counts[top] = counts.get(top, 0) + 1
+    return counts
 
 
 def validate_files(paths: Iterable[str | Path], versions: Iterable[str] = DEFAULT_VERSIONS) -> int:

@@ -4,16 +4,18 @@
 
 A backend turns one engine of one replica into the workload object that runs its pods. The renderer does everything
 that is the same for every backend (claim templates, the pods' pool pinning, claims, tolerations, ``/dev/shm``, the
-cache mount, labels, the replica's Service and HTTPRoute); a backend says:
+cache mount and the wait for it, probes, labels, the replica's Service, the model's Service and HTTPRoute per
+cluster); a backend says:
 
 - ``name``: the deployment's ``backend:`` value that selects it (``auto`` picks by :meth:`Backend.handles`);
 - ``kinds``: the workload kinds it emits (``api_version``, ``kind``) - the role prunes and waits on these;
 - ``max_name``: the longest workload name its controller tolerates (controllers derive longer names from it);
 - ``validate``: deployment-level rules of the backend (raises :class:`GpufleetError`);
-- pod adaptation: ``mounts_cache`` / ``runs_ray`` / ``exposes_port`` switch the renderer's shared steps, and
-  :meth:`Backend.adapt_pod` edits the engine container after them;
+- pod adaptation: ``mounts_cache`` / ``runs_ray`` / ``exposes_port`` switch the renderer's shared steps (the engine
+  port and readiness probe come with ``exposes_port``), ``health_path`` is the engine's health endpoint when the
+  container does not tell (a preset's engine), and :meth:`Backend.adapt_pod` edits the engine container after them;
 - ``workload``: the object itself, from the pods the renderer built;
-- routing: :meth:`Backend.service_selector` adds labels to the replica Service's selector;
+- routing: :meth:`Backend.service_selector` adds labels to the selector of the replica's and the model's Services;
 - readiness: :meth:`Backend.ready` says whether an observed object of one of its kinds is ready.
 """
 
@@ -81,6 +83,9 @@ class Backend:
     mounts_cache: ClassVar[bool] = True
     runs_ray: ClassVar[bool] = True
     exposes_port: ClassVar[bool] = True
+    #: The HTTP health endpoint of the engine the backend's controller runs, when the container itself does not say
+    #: (containers.health_path): the startup and liveness probes request it. None: a TCP check.
+    health_path: ClassVar[str | None] = None
 
     def handles(self, engine: Engine) -> bool:
         """Whether ``backend: auto`` picks this backend for ``engine``."""
@@ -96,7 +101,8 @@ class Backend:
         raise NotImplementedError
 
     def service_selector(self, engine: Engine) -> dict[str, str]:
-        """Extra selector labels for the replica's Service (its serving pods), when this backend serves ``engine``."""
+        """Extra selector labels for the replica's and the model's Services (serving pods only), when this backend
+        serves ``engine``."""
         return {}
 
     def ready(self, obj: dict[str, Any]) -> bool:

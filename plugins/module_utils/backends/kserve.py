@@ -6,7 +6,8 @@ KServe v0.20 (pkg/controller/v1alpha2/llmisvc/config_merge.go): the controller i
 kserve-config-llm-template to single-node services and kserve-config-llm-worker-{pipeline,data}-parallel to
 multi-node ones (chosen by spec.parallelism), then the explicit baseRefs on top; presets name the engine container
 "main" and serve the model KServe mounts at /mnt/models. KServe mounts the cache PVC itself (``spec.model.uri``
-``pvc://<claim>``), adds its own ports and probes, and runs vLLM's own multi-node launcher (no Ray).
+``pvc://<claim>``), adds its own ports and readiness probe, and runs vLLM's own multi-node launcher (no Ray). The renderer
+adds startup and liveness probes (``health``: a preset's own give a model 10 minutes to load) and a ``/dev/shm`` size.
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ class KServeBackend(Backend):
     mounts_cache: ClassVar[bool] = False
     runs_ray: ClassVar[bool] = False
     exposes_port: ClassVar[bool] = False
+    # KServe's presets run vLLM or SGLang: /health. The startup and liveness probes the renderer adds merge over the
+    # preset's (strategic merge by container name), which keeps its scheme and initial delay.
+    health_path: ClassVar[str | None] = "/health"
 
     def validate(self, dep: ModelDeployment) -> None:
         if dep.ray:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.k8s.version import KubernetesVersion
+
 #: Feature -> (gate, the first minor release where it is on by default).
-ON_BY_DEFAULT: dict[str, tuple[str, tuple[int, int]]] = {
-    "prioritized_list": ("DRAPrioritizedList", (1, 34)),
-    "device_taints": ("DRADeviceTaints", (1, 36)),
-    "consumable_capacity": ("DRAConsumableCapacity", (1, 36)),
-    "partitionable_devices": ("DRAPartitionableDevices", (1, 36)),
+ON_BY_DEFAULT: dict[str, tuple[str, KubernetesVersion]] = {
+    "prioritized_list": ("DRAPrioritizedList", KubernetesVersion(1, 34)),
+    "device_taints": ("DRADeviceTaints", KubernetesVersion(1, 36)),
+    "consumable_capacity": ("DRAConsumableCapacity", KubernetesVersion(1, 36)),
+    "partitionable_devices": ("DRAPartitionableDevices", KubernetesVersion(1, 36)),
 }
 
 
@@ -35,19 +37,18 @@ class Features:
         """Why ``what`` (a request field, a class field) cannot be used here, or None."""
         if getattr(self, wanted):
             return None
-        gate, (major, minor) = ON_BY_DEFAULT[wanted]
-        return f"{what} needs the {gate} feature, on by default from Kubernetes {major}.{minor}"
+        gate, since = ON_BY_DEFAULT[wanted]
+        return f"{what} needs the {gate} feature, on by default from Kubernetes {since}"
 
 
 ALL = Features()
 
 
-def for_version(version: str | None) -> Features:
-    """The features on by default in Kubernetes ``version`` (``"1.35"``; None: the newest, everything)."""
-    if version is None:
+def for_version(version: str | KubernetesVersion | None) -> Features:
+    """The features on by default in Kubernetes ``version`` (``"1.35"``; None, or a text that is no version: the
+    newest, everything)."""
+    parsed = KubernetesVersion.parse_reported(version) if isinstance(version, str) else version
+    if parsed is None:
         return ALL
-    try:
-        major, minor = (int(x) for x in version.split(".")[:2])
-    except ValueError:
-        return ALL
-    return Features(**{name: (major, minor) >= since for name, (_gate, since) in ON_BY_DEFAULT.items()})
+    minor = parsed.minor_version
+    return Features(**{name: minor >= since for name, (_gate, since) in ON_BY_DEFAULT.items()})

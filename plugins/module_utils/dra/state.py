@@ -11,10 +11,11 @@ pool, for the nodes it has put claims on:
   before device-level placement);
 * ``nodes``: nodes by index, each with what is allocated there (:class:`NodeUse`: devices held exclusively, as indexes
   into the class's node devices, :func:`allocator.node_devices`; capacity consumed on devices that allow multiple
-  allocations; the counters those devices consume follow from them). A replica record names the index of each of its pods' nodes. Nodes observed with
-  devices held by claims of other workloads (``capacity: observed``) take the top indexes of the pool (the last
-  observed such node ``size - 1``, ...), so that a pod placed beside such a claim is found there again next run; new
-  nodes are taken from index 0 up.
+  allocations; the counters those devices consume follow from them) and the taints observed on its devices beyond the
+  class's. A replica record names the index of each of its pods' nodes. Nodes observed with devices held by claims of
+  other workloads or tainted (``capacity: observed``) take the top indexes of the pool (the last observed such node
+  ``size - 1``, ...), so that a pod placed beside such a claim is found there again next run; new nodes are taken
+  from index 0 up.
 
 A node index is placement's bookkeeping, not a Kubernetes Node: kube-scheduler may put a pod on any node of the pool,
 and what the ledger promises is that the pool holds every member, as the structured allocator packs them.
@@ -23,10 +24,11 @@ and what the ledger promises is that the pool holds every member, as the structu
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.api import DeviceTaint
 from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import Quantity, parse_quantity
 
 Consumed = Mapping[int, Mapping[str, Quantity]]  # device -> capacity -> quantity
@@ -36,10 +38,13 @@ Consumed = Mapping[int, Mapping[str, Quantity]]  # device -> capacity -> quantit
 class NodeUse:
     """What is allocated on one node: devices held by one claim each (``taken``), and the capacity claims consume on
     devices that allow multiple allocations (``shared``: ``((device, ((capacity, quantity), ...)), ...)``, sorted, so
-    that equal states are equal and hash alike -- placement memoises allocations per node state)."""
+    that equal states are equal and hash alike -- placement memoises allocations per node state). ``taints``: taints
+    observed on the node's devices that the class does not declare (``((device, (taint, ...)), ...)``, sorted; a
+    ResourceSlice's device taints, design.md §11): the allocator adds them to the device's own."""
 
     taken: frozenset[int] = frozenset()
     shared: tuple[tuple[int, tuple[tuple[str, str], ...]], ...] = ()
+    taints: tuple[tuple[int, tuple[DeviceTaint, ...]], ...] = ()
 
     @property
     def consumed(self) -> dict[int, dict[str, Quantity]]:
@@ -49,6 +54,11 @@ class NodeUse:
     def devices(self) -> frozenset[int]:
         """Every device something is allocated on (what consumes counters)."""
         return self.taken | {d for d, _caps in self.shared}
+
+    @property
+    def tainted(self) -> dict[int, tuple[DeviceTaint, ...]]:
+        """Device -> the taints observed on it beyond the class's."""
+        return dict(self.taints)
 
     def plus(self, taken: Iterable[int], consumed: Consumed | None = None) -> NodeUse:
         """This state with a claim's devices added: ``taken`` exclusive ones, ``consumed`` capacity on shared ones."""
@@ -60,7 +70,7 @@ class NodeUse:
                 for name, amount in caps.items():
                     have[name] = str(amount if name not in have else parse_quantity(have[name]).add(amount))
             shared = tuple((d, tuple(sorted(table[d].items()))) for d in sorted(table))
-        return NodeUse(self.taken | frozenset(taken), shared)
+        return NodeUse(self.taken | frozenset(taken), shared, self.taints)
 
     def clashes(self, taken: Iterable[int], consumed: Consumed | None, limits: Mapping[int, Mapping[str, Any]]) -> bool:
         """Whether adding a claim's devices double-books one: an exclusive device held already, or more capacity
@@ -90,7 +100,7 @@ class PoolLedger:
     holds at a time (a node holding them all is full); ``limits`` the capacity of devices that allow multiple
     allocations."""
 
-    __slots__ = ("devices", "foreign", "limits", "nodes", "order", "size", "whole")
+    __slots__ = ("devices", "foreign", "held", "limits", "nodes", "order", "size", "whole")
 
     def __init__(
         self,
@@ -106,13 +116,15 @@ class PoolLedger:
         self.nodes: dict[int, NodeUse] = {}
         for k, use in enumerate(held):
             self.nodes[size - 1 - k] = use
-        #: Nodes where other workloads hold devices (observed).
+        #: Nodes observed with devices other workloads hold, or tainted; ``held``: those of the first kind.
         self.foreign = frozenset(self.nodes)
+        self.held = frozenset(k for k, use in self.nodes.items() if use.taken or use.shared)
         self.order = sorted(self.nodes)  # the keys of ``nodes``, sorted
 
     def copy(self) -> PoolLedger:
         out = PoolLedger.__new__(PoolLedger)
         out.size, out.devices, out.whole, out.foreign = self.size, self.devices, self.whole, self.foreign
+        out.held = self.held
         out.limits = self.limits
         out.nodes = dict(self.nodes)
         out.order = list(self.order)
@@ -197,18 +209,26 @@ class PoolLedger:
         self.whole += n
         return True
 
-    def describe(self, limit: int = 4) -> str:
-        """``2 node(s), 0 unused; devices free: node 0 0 of 8, node 1 2 of 8; 1 held whole``."""
+    def describe(self, limit: int = 4, names: Sequence[str] | None = None) -> str:
+        """``2 node(s), 0 unused; devices free: node 0 0 of 8, node 1 2 of 8; 1 held whole``; ``names`` are the node's
+        device names, to name the devices observed tainted (``node 7 7 of 8 (gpu-0 tainted gpu.nvidia.com/xid=79:
+        NoSchedule)``)."""
         parts = [f"{self.size} node(s), {max(self.free(), 0)} unused"]
         if self.nodes:
             shown = []
             for k in self.order[:limit]:
                 use = self.nodes[k]
-                text = f"node {k}{' (other workloads hold some)' if k in self.foreign else ''}"
+                text = f"node {k}{' (other workloads hold some)' if k in self.held else ''}"
                 if self.devices:
                     text += f" {max(self.devices - len(use.taken), 0)} of {self.devices}"
                 if use.shared:
                     text += f"{',' if self.devices else ''} {len(use.shared)} shared device(s) in use"
+                if use.taints:
+                    tainted = (
+                        f"{names[d] if names else f'device {d}'} tainted {', '.join(t.text() for t in ts)}"
+                        for d, ts in use.taints
+                    )
+                    text += f" ({', '.join(tainted)})"
                 shown.append(text)
             more = len(self.order) - limit
             parts.append("devices free: " + ", ".join(shown) + (f" and {more} more node(s)" if more > 0 else ""))

@@ -57,8 +57,10 @@ def test_drain_persists_moves_replicas_and_undrains(tmp_path):
     drained = sorted(before)[0]
 
     playbook(inventory, "drain.yml", "-e", out, "-e", f"cluster={drained}")
-    state = yaml.safe_load((inventory / "group_vars" / "all" / "gpufleet_drained.yml").read_text())
-    assert state == {"gpufleet_drained_clusters": [drained]}
+    # Recorded in the render directory (issue 26: where an AWX job keeps it), not in the inventory.
+    state = yaml.safe_load((render / "_fleet" / "example" / "fleet-state.yml").read_text())
+    assert state == {"gpufleet_drained_clusters": [drained], "gpufleet_cordoned_clusters": []}
+    assert not (inventory / "group_vars" / "all" / "gpufleet_drained.yml").exists()
     after = clusters_of(render, "qwen-demo")
     assert drained not in after
     assert len(after) == 3
@@ -69,8 +71,8 @@ def test_drain_persists_moves_replicas_and_undrains(tmp_path):
     assert clusters_of(render, "qwen-demo") == after
 
     playbook(inventory, "drain.yml", "-e", out, "-e", f"cluster={drained}", "-e", "drain_state=absent")
-    state = yaml.safe_load((inventory / "group_vars" / "all" / "gpufleet_drained.yml").read_text())
-    assert state == {"gpufleet_drained_clusters": []}
+    state = yaml.safe_load((render / "_fleet" / "example" / "fleet-state.yml").read_text())
+    assert state == {"gpufleet_drained_clusters": [], "gpufleet_cordoned_clusters": []}
     # Undraining does not move healthy replicas back (no rebalancing).
     assert clusters_of(render, "qwen-demo") == after
 
@@ -97,7 +99,7 @@ def test_drain_requires_a_fleet_cluster(tmp_path):
     )
     assert proc.returncode != 0
     assert "Pass -e cluster=<one of" in proc.stdout
-    assert not (inventory / "group_vars" / "all" / "gpufleet_drained.yml").exists()
+    assert not list(tmp_path.rglob("fleet-state.yml"))
 
 
 @pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
@@ -175,10 +177,10 @@ def test_deploy_publishes_the_placement_for_awx_workflows(tmp_path):
     assert placement["shortfalls"] == placement["degraded"] == []
     assert placement["capacity"] == "declared"
     assert {n: r["scheduled"] for n, r in placement["results"].items()} == desired
-    assert sorted(r["deployment"] for r in placement["replicas"]) == sorted(
-        n for n, c in desired.items() for _i in range(c)
-    )
-    assert {r["cluster"] for r in placement["replicas"]} <= clusters
+    # A summary (issue 26): the clusters of each deployment with their replica counts, no replica records.
+    assert "replicas" not in placement and placement["truncated"] is False
+    assert {n: sum(r["clusters"].values()) for n, r in placement["results"].items()} == desired
+    assert {c for r in placement["results"].values() for c in r["clusters"]} <= clusters
     assert stats["gpufleet_drift"] == []  # render mode reads no cluster
 
     # Every cluster drained and shortfalls fatal: the run fails before writing, and still says what was short.

@@ -45,20 +45,23 @@ def test_no_task_spells_its_own_connection(path, tasks):
 
 def test_model_deployment_pins_before_it_reads_or_applies():
     tasks = ROLES_DIR / "model_deployment/tasks"
-    for entry in ("main.yml", "status.yml"):
+    for entry in ("main.yml", "status.yml", "plan.yml", "apply_plan.yml"):
         main = yaml.safe_load((tasks / entry).read_text())
         names = [t["name"] for t in main]
         # fleet_info pins every play host's connection (failing on an unpinned one) before anything reads or applies.
-        validate = names.index("Validate the fleet")
+        validate = next(i for i, t in enumerate(main) if "gpufleet.serving.fleet_info" in t)
         assert "ansible_play_hosts" in main[validate]["gpufleet.serving.fleet_info"]["pin_connections"]
         assert main[validate]["register"] == "__model_deployment_fleet"
-        assert names.index("Read the observed replicas from the clusters") > validate
+        reads = [i for i, n in enumerate(names) if n.startswith("Read ")]
+        assert reads and min(reads) > validate, names
     # Every read and apply reaches the clusters through the pinned connections, and only through them.
     connections = yaml.safe_load((ROLES_DIR / "model_deployment/vars/main.yml").read_text())
     assert connections["__model_deployment_connections"] == "{{ __model_deployment_fleet.connections }}"
     for name, module in (
         ("observe_apply.yml", "gpufleet.serving.fleet_read"),
         ("apply.yml", "gpufleet.serving.fleet_apply"),
+        ("apply_plan.yml", "gpufleet.serving.fleet_read"),
+        ("apply_plan.yml", "gpufleet.serving.fleet_apply"),
     ):
         (task,) = [t for t in yaml.safe_load((tasks / name).read_text()) if module in t]
         assert "__model_deployment_connections" in task[module]["connections"]
@@ -81,7 +84,7 @@ def test_no_role_spells_a_label_of_the_contract():
 
 def test_the_contract_lookup_returns_what_fleet_info_returns():
     from ansible_collections.gpufleet.serving.plugins.lookup.contract import LookupModule
-    from ansible_collections.gpufleet.serving.plugins.module_utils.contract import role_contract
+    from ansible_collections.gpufleet.serving.plugins.plugin_utils.contract import role_contract
 
     (contract,) = LookupModule().run([])
     assert contract == role_contract()

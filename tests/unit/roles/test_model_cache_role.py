@@ -38,7 +38,7 @@ def test_default_values_match_the_argument_specs(name):
 
 def test_only_collection_wide_inputs_are_specified_without_a_role_default():
     extra = {name for name in SPEC if not name.startswith(PREFIX)}
-    assert extra == {"gpufleet_mode", "gpufleet_render_dir"}
+    assert extra == {"gpufleet_mode", "gpufleet_render_dir", "gpufleet_gitops"}
     assert all("default" not in SPEC[name] for name in extra)
 
 

@@ -23,8 +23,10 @@ def test_every_action_plugin_uses_the_base():
         "fleet_info",
         "fleet_manifests",
         "fleet_placement",
+        "fleet_plan",
         "fleet_read",
         "fleet_report",
+        "fleet_state",
         "manifest_dir",
     ]
     for name in ACTIONS:

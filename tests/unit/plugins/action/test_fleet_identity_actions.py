@@ -4,6 +4,7 @@ fleet's replicas, and a render directory shared by two fleets keeps each fleet's
 from __future__ import annotations
 
 import copy
+import re
 
 import yaml
 from conftest import run_action
@@ -117,7 +118,8 @@ def test_two_fleets_share_a_render_directory(example_task_vars, tmp_path):
     smaller = {**blue, "deployments": blue["deployments"][1:]}
     kept = [r for r in placed["blue"] if r["deployment"] != dropped]
     pruned = run_action("fleet_manifests", {"fleet": smaller, "replicas": kept, "render_dir": str(tmp_path)})
-    assert pruned["removed"] and all(f"/{dropped}-" in r or f"-{dropped}-" in r for r in pruned["removed"])
+    # The replicas' files (<kind>-<replica>[-...].yaml) and the model endpoint's (<kind>-<deployment>.yaml).
+    assert pruned["removed"] and all(re.search(rf"-{dropped}(-|\.yaml$)", r) for r in pruned["removed"])
     assert files("green") == green_before
     assert not [p for p in files("blue") if dropped in p]
     # Blue tears down (manifest_dir with no objects, as teardown.yml does in render mode): green's files stay.

@@ -101,6 +101,29 @@ def tp8_deployment() -> dict[str, Any]:
     return dep
 
 
+def cached_gang_deployment() -> dict[str, Any]:
+    """DeepSeek-V3 over a 2-node Ray gang, weights from a cache in its namespace; its own probe timing and /dev/shm."""
+    dep = example_deployment("deepseek-v3")
+    dep.update(
+        name="deepseek-cached",
+        cache="deepseek-v3-weights",
+        health={"startup_timeout": "2h", "liveness_timeout": "2m", "period_seconds": 15},
+        shm_size="64Gi",
+    )
+    return dep
+
+
+def cached_gang_caches() -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "deepseek-v3-weights",
+            "namespace": "research",
+            "source": {"hugging_face": {"repo": "deepseek-ai/DeepSeek-V3", "token_secret": "hf-token"}},
+            "size": "1500Gi",
+        }
+    ]
+
+
 def kserve_deployment() -> dict[str, Any]:
     """DeepSeek-V3 as a 2-node pipeline-parallel gang under KServe's LLMInferenceService."""
     dep = example_deployment("deepseek-v3")
@@ -132,6 +155,20 @@ def golden_cases() -> dict[str, tuple[str, Any]]:
         dep = kserve_deployment()
         return [replica(dep, "onprem-a", 0, "dgx")], dep, {"cluster": "onprem-a"}
 
+    def two_replicas_one_cluster():
+        dep = single_gpu_deployment()
+        dep["replicas"] = 3
+        reps = [
+            replica(dep, "gke-us-central1", 0, "l4"),
+            replica(dep, "eks-us-east-1", 1, "a10g"),
+            replica(dep, "gke-us-central1", 2, "l4"),
+        ]
+        return reps, dep, {"cluster": "gke-us-central1"}
+
+    def cache_mounted_gang():
+        dep = cached_gang_deployment()
+        return [replica(dep, "onprem-a", 0, "dgx")], dep, {"cluster": "onprem-a", "caches": cached_gang_caches()}
+
     return {
         "single_gpu_deployment": ("one GPU, apps/v1 Deployment, Service + HTTPRoute through a gateway", single_gpu),
         "tp8_node": ("8 GPUs of one node (tensor parallel), user nvidia.com/gpu limits stripped", tp8),
@@ -144,6 +181,14 @@ def golden_cases() -> dict[str, tuple[str, Any]]:
             cache_mounted,
         ),
         "kserve": ("backend kserve: LLMInferenceService (pipeline-parallel preset) with per-role DRA claims", kserve),
+        "two_replicas_one_cluster": (
+            "two replicas on one cluster: a Service each, one model Service and one HTTPRoute for both",
+            two_replicas_one_cluster,
+        ),
+        "cache_mounted_gang": (
+            "Ray gang with a model cache: leader and worker wait for the cache's manifest; own probe timing and /dev/shm",
+            cache_mounted_gang,
+        ),
     }
 
 

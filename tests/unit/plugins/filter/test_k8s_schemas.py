@@ -222,3 +222,44 @@ def test_schemas_are_loaded_once():
     k8s_schemas.validate_objects(objs)
     assert k8s_schemas.schema_load_seconds() == loads  # nothing was loaded again (a count, not a timing)
     assert set(loads) >= {f"k8s {v} definitions" for v in k8s_schemas.DEFAULT_VERSIONS}
+
+
+def _write(path: Path, obj: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(obj))
+
+
+def test_render_dir_applies_as_it_is_only_with_its_namespaces_and_layout(tmp_path: Path):
+    """validate_render_dir: what ``kubectl apply -R -f <cluster>`` (or a GitOps tool) needs of a cluster directory."""
+    _write(tmp_path / "c1/ml/deployment-web.yaml", DEPLOYMENT)
+    _write(tmp_path / "c1/kube-system/configmap-x.yaml", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                          "metadata": {"name": "x", "namespace": "kube-system"}})  # fmt: skip
+    # The fleet directory's plan document and fleet state are not objects; its generator is.
+    (tmp_path / "_fleet").mkdir()
+    (tmp_path / "_fleet/plan.json").write_text("{}")
+    (tmp_path / "_fleet/fleet-state.yml").write_text("drained: []\n")
+    (tmp_path / ".gpufleet").mkdir()
+    (tmp_path / ".gpufleet/commit.yaml").write_text("not: an object\n")
+    with pytest.raises(k8s_schemas.SchemaValidationError) as err:
+        k8s_schemas.validate_render_dir(tmp_path)
+    assert "c1: namespace ml (used by c1/ml/deployment-web.yaml) has no Namespace in c1/_cluster/" in str(err.value)
+    assert "kube-system" not in str(err.value)  # a namespace every cluster has
+
+    _write(
+        tmp_path / "c1/_cluster/namespace-ml.yaml",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}},
+    )
+    assert k8s_schemas.validate_render_dir(tmp_path) == {"c1": 3}
+
+    _write(tmp_path / "c1/other/deployment-web.yaml", DEPLOYMENT)  # in the wrong namespace directory
+    _write(tmp_path / "_fleet/flux-system/kustomization-c1.yaml", {"apiVersion": "v1", "kind": "Namespace",
+                                                                   "metadata": {"name": "x"}})  # fmt: skip
+    with pytest.raises(k8s_schemas.SchemaValidationError) as err:
+        k8s_schemas.validate_render_dir(tmp_path)
+    assert "c1/other/deployment-web.yaml: holds Deployment/ml/web, expected at c1/ml/deployment-web.yaml" in str(
+        err.value
+    )
+    assert (
+        "_fleet/flux-system/kustomization-c1.yaml: holds Namespace/x, expected at _fleet/_cluster/namespace-x.yaml"
+        in str(err.value)
+    )

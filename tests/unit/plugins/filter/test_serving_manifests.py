@@ -126,7 +126,7 @@ PLAYBOOK = """\
     - name: Use the result in Jinja like any list of objects
       ansible.builtin.assert:
         that:
-          - objs | map(attribute='kind') | list == ['ResourceClaimTemplate', 'Deployment', 'Service', 'HTTPRoute']
+          - objs | map(attribute='kind') | list == ['ResourceClaimTemplate', 'Deployment', 'Service', 'Service', 'HTTPRoute']
           - objs[1].spec.template.metadata.labels['gpufleet.io/cluster'] == 'gke-europe-west4'
           - objs[1].metadata.labels.team == 'ml'
           - objs[1].metadata.labels['gpufleet.io/fleet'] == 'ml-prod'

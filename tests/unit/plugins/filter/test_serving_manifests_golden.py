@@ -86,16 +86,64 @@ def test_golden_files_are_valid_kubernetes(case: str) -> None:
 
 def test_golden_cases_cover_every_backend_and_shape() -> None:
     kinds = {case: [o["kind"] for o in render(case)] for case in CASES}
-    assert kinds["single_gpu_deployment"] == ["ResourceClaimTemplate", "Deployment", "Service", "HTTPRoute"]
-    assert kinds["tp8_node"] == ["ResourceClaimTemplate", "Deployment", "Service"]
-    assert kinds["lws_gang_nic"] == [
+    # Per replica: claim templates, workload, the replica's Service; then the model's Service (+ HTTPRoute) once.
+    assert kinds["single_gpu_deployment"] == ["ResourceClaimTemplate", "Deployment", "Service", "Service", "HTTPRoute"]
+    assert kinds["tp8_node"] == ["ResourceClaimTemplate", "Deployment", "Service", "Service"]
+    gang = ["ResourceClaimTemplate", "ResourceClaimTemplate", "LeaderWorkerSet", "Service", "Service"]
+    assert kinds["lws_gang_nic"] == gang
+    assert kinds["cache_mounted_gang"] == gang
+    assert kinds["cache_mounted"] == ["ResourceClaimTemplate", "Deployment", "Service", "Service"]
+    assert kinds["kserve"] == [
         "ResourceClaimTemplate",
         "ResourceClaimTemplate",
-        "LeaderWorkerSet",
+        "LLMInferenceService",
+        "Service",
         "Service",
     ]
-    assert kinds["cache_mounted"] == ["ResourceClaimTemplate", "Deployment", "Service"]
-    assert kinds["kserve"] == ["ResourceClaimTemplate", "ResourceClaimTemplate", "LLMInferenceService", "Service"]
+    assert kinds["two_replicas_one_cluster"] == ["ResourceClaimTemplate", "Deployment", "Service"] * 2 + [
+        "Service",
+        "HTTPRoute",
+    ]
+
+
+def test_two_replicas_on_one_cluster_share_one_model_endpoint() -> None:
+    """Clients hold one address per model and cluster: a Service selecting both replicas' serving pods (and no other
+    deployment's), and one HTTPRoute at /<namespace>/<deployment>/ to it; each replica keeps its own Service."""
+    objs = render("two_replicas_one_cluster")
+    replica_services = [o for o in objs if o["kind"] == "Service" and "gpufleet.io/replica" in o["metadata"]["labels"]]
+    model = [o for o in objs if o["kind"] == "Service" and "gpufleet.io/replica" not in o["metadata"]["labels"]]
+    assert len(replica_services) == 2 and len(model) == 1
+    assert all("gpufleet.io/placement" in s["metadata"]["annotations"] for s in replica_services)
+    pods = [o["spec"]["template"]["metadata"]["labels"] for o in objs if o["kind"] == "Deployment"]
+    assert len({p["gpufleet.io/replica"] for p in pods}) == 2
+    selector = model[0]["spec"]["selector"]
+    assert all(selector.items() <= p.items() for p in pods)
+    assert not selector.items() <= {**pods[0], "gpufleet.io/deployment": "another-model"}.items()
+    (route,) = [o for o in objs if o["kind"] == "HTTPRoute"]
+    rule = route["spec"]["rules"][0]
+    assert rule["matches"][0]["path"] == {"type": "PathPrefix", "value": "/ml-team/chat-small/"}
+    assert rule["backendRefs"] == [{"name": model[0]["metadata"]["name"], "port": 8000}]
+    assert route["metadata"]["name"] == model[0]["metadata"]["name"] == "chat-small"
+
+
+def test_cache_mounting_pods_wait_for_the_completion_manifest() -> None:
+    """Every pod that mounts a hydrated cache (leader and worker alike) waits in an init container, before any of the
+    template's own, for the manifest the hydration Job writes last; the engine starts only once it is there."""
+    for case in ("cache_mounted", "cache_mounted_gang"):
+        templates = []
+        for o in render(case):
+            if o["kind"] == "Deployment":
+                templates.append(o["spec"]["template"])
+            elif o["kind"] == "LeaderWorkerSet":
+                lws = o["spec"]["leaderWorkerTemplate"]
+                templates.extend([lws["leaderTemplate"], lws["workerTemplate"]])
+        assert len(templates) == (1 if case == "cache_mounted" else 2)
+        for template in templates:
+            wait = template["spec"]["initContainers"][0]
+            assert wait["name"] == "gpufleet-wait-for-cache"
+            assert wait["command"][-1] == "/mnt/models/.gpufleet/manifest.json"
+            mount = {"name": "gpufleet-model-cache", "mountPath": "/mnt/models", "readOnly": True}
+            assert mount in wait["volumeMounts"]
 
 
 def test_gang_golden_claims_no_synthetic_device() -> None:

@@ -33,7 +33,11 @@ import pytest
 from test_allocator_upstream import check, claim, first_available
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import models
-from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import allocate, node_counters, node_devices
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.allocator import (
+    allocate,
+    node_counters,
+    node_devices,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.dra.features import ALL, for_version
 from ansible_collections.gpufleet.serving.plugins.module_utils.dra.state import EMPTY, NodeUse
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError

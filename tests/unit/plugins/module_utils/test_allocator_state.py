@@ -40,7 +40,7 @@ from test_allocator_upstream import (
 )
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import models
-from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.allocator import (
     Allocation,
     allocate,
     lookup_attribute,
@@ -113,9 +113,11 @@ def test_ours_exact_count_skips_devices_in_use_before_their_selectors() -> None:
     ns = claim(req("req-0", CLASS_A, 1, f'device.attributes["{DRIVER_A}"].numa == 0'))
     result, names = run(devices, ns, {0})
     assert result.ok and names == ["dev-a-1"]
-    # Free, the device without the attribute stops the claim (the search reaches it first).
+    # Free, the device without the attribute stops the claim (the search reaches it first); the result names it, as
+    # the device other claims must hold for this claim to fit (placement's "fits only beside").
     result, _names = run(devices, ns, set())
     assert not result.ok and "CEL runtime error" in result.why
+    assert result.stopped == {0}
 
 
 def test_ours_all_request_evaluates_devices_in_use() -> None:
@@ -125,6 +127,7 @@ def test_ours_all_request_evaluates_devices_in_use() -> None:
     ns = claim(all_req("req-0", CLASS_A, f'device.attributes["{DRIVER_A}"].numa == 0'))
     result, _names = run(devices, ns, {0})
     assert not result.ok and "CEL runtime error" in result.why
+    assert result.stopped == set()  # in use or not, the error stops it: nothing another claim holds would help
 
 
 def test_ours_picks_follow_device_order_around_devices_in_use() -> None:

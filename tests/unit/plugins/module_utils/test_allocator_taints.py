@@ -18,7 +18,7 @@ import pytest
 from test_allocator_upstream import CLASS_A, CLASS_B, all_req, check, claim, dev_a, dev_b, first_available, req
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import models
-from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import allocate, node_devices
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.allocator import allocate, node_devices
 from ansible_collections.gpufleet.serving.plugins.module_utils.dra.features import ALL, for_version
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
 
@@ -137,6 +137,34 @@ def test_tainted_as_upstream(devices: Any, node_selector: Any, features: Any, ex
     if expected is None:
         assert not result.ok, f"allocated {names}, upstream allocates nothing"
         assert "taint" in result.why or "no alternative fits" in result.why, result.why
+        return
+    assert result.ok, result.why
+    assert [(c.request, c.sub) for c in result.chosen] == [(r, s) for r, s, _d in expected]
+    assert names == [d for _r, _s, devs in expected for d in devs]
+
+
+@pytest.mark.parametrize(("devices", "node_selector", "features", "expected"), CASES)
+def test_observed_taints_act_as_declared_ones(devices: Any, node_selector: Any, features: Any, expected: Any) -> None:
+    # Observed capacity (design.md §11): the taints a node's ResourceSlice publishes beyond the class's reach the
+    # allocator per device (``taints``), and decide every upstream case as the same taints declared by the class do.
+    from ansible_collections.gpufleet.serving.plugins.module_utils.dra.api import DeviceTaint
+
+    bare = [
+        {**d, "instances": [{k: v for k, v in i.items() if k != "taints"} for i in d["instances"]]}
+        if d.get("instances")
+        else {k: v for k, v in d.items() if k != "taints"}
+        for d in devices
+    ]
+    cls = models.parse(models.InferenceClass, {"devices": bare}, "classes.upstream")
+    ns = models.parse(models.NodeSelector, node_selector, "node_selector")
+    declared = node_devices(models.parse(models.InferenceClass, {"devices": devices}, "classes.upstream"))
+    observed = {i: tuple(DeviceTaint.model_validate(t.model_dump()) for t in d.taints) for i, d in enumerate(declared)}
+    devs = node_devices(cls)
+    assert not any(d.taints for d in devs)
+    result = allocate(ns, devs, check, features=features, taints={i: t for i, t in observed.items() if t})
+    names = [devs[k].name for k in result.devices]
+    if expected is None:
+        assert not result.ok, f"allocated {names}, upstream allocates nothing"
         return
     assert result.ok, result.why
     assert [(c.request, c.sub) for c in result.chosen] == [(r, s) for r, s, _d in expected]

@@ -84,7 +84,7 @@ from typing import Any
 import pytest
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import models
-from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.allocator import (
     SEARCH_BUDGET,
     Allocation,
     allocate,

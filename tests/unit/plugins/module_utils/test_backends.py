@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import backends
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends import registry
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import (
     REGISTRY,
     backend_for,
     is_ready,
     serving_kinds,
     workload_kinds,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import role_contract
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelDeployment
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.contract import role_contract
 
 TEMPLATE = {"spec": {"containers": [{"name": "engine", "image": "vllm/vllm-openai:v0.11.0"}]}}
 STANDALONE = {"name": "solo", "members": [{"role": "Standalone", "template": TEMPLATE}]}
@@ -126,4 +126,4 @@ def test_readiness_predicates(obj, ready):
 def test_unknown_backend_is_an_error_not_a_keyerror():
     d = dep().model_copy(update={"backend": "llm-d"})
     with pytest.raises(GpufleetError, match="unknown backend 'llm-d'"):
-        backends.backend_for(d, d.engines[0])
+        registry.backend_for(d, d.engines[0])

@@ -47,16 +47,20 @@ def node(name, pool="l4", cordoned=False, ready=True):
     }
 
 
-def slice_for(node_name, count=2, memory="23034Mi", taint_device=None):
+XID = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
+
+
+def slice_for(node_name, count=2, memory="23034Mi", taint_device=None, taint=XID):
     devices = []
+    tainted = {taint_device} if isinstance(taint_device, int) else set(taint_device or ())
     for i in range(count):
         dev = {
             "name": f"gpu-{i}",
             "attributes": {"productName": {"string": "NVIDIA L4"}},
             "capacity": {"memory": {"value": memory}},
         }
-        if taint_device == i:
-            dev["taints"] = [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}]
+        if i in tainted:
+            dev["taints"] = [{**taint, "timeAdded": "2026-11-25T10:00:00Z"}]
         devices.append(dev)
     return {
         "kind": "ResourceSlice",
@@ -115,7 +119,7 @@ def test_our_own_claims_do_not_reduce_capacity():
             "c1/l4: node l4-1: device gpu-0: capacity gpu.nvidia.com/memory is 16Gi, the class says 23034Mi",
         ),
         (
-            lambda n, s, c: s.__setitem__(1, slice_for("l4-1", taint_device=1)),
+            lambda n, s, c: s.__setitem__(1, slice_for("l4-1", taint_device=(0, 1))),
             "c1/l4: node l4-1: device gpu-1 tainted gpu.nvidia.com/xid=79:NoSchedule",
         ),
         (
@@ -124,7 +128,15 @@ def test_our_own_claims_do_not_reduce_capacity():
         ),
         (lambda n, s, c: n.pop(1), "c1/l4: 2 of 3 declared nodes carry the label gpufleet.io/pool=l4"),
     ],
-    ids=["cordoned", "not-ready", "slice-deleted", "less-memory", "device-tainted", "foreign-claim", "unlabelled"],
+    ids=[
+        "cordoned",
+        "not-ready",
+        "slice-deleted",
+        "less-memory",
+        "every-device-tainted",
+        "foreign-claim",
+        "unlabelled",
+    ],
 )
 def test_each_fault_costs_one_node_and_is_named(fault, note):
     nodes, slices, claims = (copy.deepcopy(x) for x in healthy())
@@ -147,6 +159,86 @@ def test_a_foreign_claim_holds_its_devices_not_the_node():
     # Two claims holding both GPUs between them hold the node.
     claims.append(claim("etl", "l4-1", ["gpu-0"]))
     assert observed_pools([observe(nodes, slices, claims)]) == {"c1": {"l4": 2}}
+
+
+def test_a_tainted_device_costs_that_device_not_the_node():
+    # A driver taints one GPU of a node (an XID error): the node stays usable with its other GPU, and the taint reaches
+    # placement on that device (in the dict shape fleet_read returns, too).
+    nodes, slices, claims = healthy()
+    slices[1] = slice_for("l4-1", taint_device=1)
+    state = observe(nodes, slices, claims)
+    tainted = {"devices": [], "taints": {"gpu-1": [XID]}}
+    assert observed_pools([state]) == {"c1": {"l4": {"nodes": 3, "held": [tainted]}}}
+    assert usable_nodes([state.to_dict()]) == observed_pools([state])
+    assert state.to_dict()["pools"][0]["nodes"] == {}  # no unusable node
+    assert "c1/l4: node l4-1: device gpu-1 tainted gpu.nvidia.com/xid=79:NoSchedule" in state.drift()
+    # With a foreign claim on another node: the held node first (the ledger and the fleet view number from the top).
+    claims.append(claim("batch", "l4-2", ["gpu-0"]))
+    state = observe(nodes, slices, claims)
+    assert observed_pools([state]) == {"c1": {"l4": {"nodes": 3, "held": [["gpu-0"], tainted]}}}
+    assert usable_nodes([state.to_dict()]) == observed_pools([state])
+    assert state.to_dict()["pools"][0]["held_devices"] == [["gpu-0"]]
+
+
+def test_taints_the_class_declares_or_that_do_not_block_are_not_observed_faults():
+    nodes, slices, claims = healthy()
+    slices[0] = slice_for(
+        "l4-0", taint_device=0, taint={"key": "gpu.nvidia.com/info", "value": "hot", "effect": "None"}
+    )
+    assert observed_pools([observe(nodes, slices, claims)]) == {"c1": {"l4": 3}}
+    declared = copy.deepcopy(CLASSES["l4-2x"].model_dump(by_alias=True, exclude_none=True))
+    declared["devices"][0]["instances"] = [{"taints": [XID]}, {}]
+    classes = {"l4-2x": InferenceClass.model_validate(declared)}
+    slices[0] = slice_for("l4-0", taint_device=0)
+    state = observe_cluster("c1", POOLS, classes, nodes, slices, claims)
+    assert observed_pools([state]) == {"c1": {"l4": 3}} and state.drift() == []
+
+
+def test_placement_packs_around_a_tainted_gpu_and_explain_names_it():
+    # Issue 24: one tainted GPU of a node leaves the others usable for placement; a request that tolerates the taint
+    # may take it; explain names the tainted device.
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+
+    nodes, slices, claims = healthy()
+    nodes, slices = nodes[:1], slices[:1]
+    slices[0] = slice_for("l4-0", taint_device=0)
+    pools = [DeclaredPool("l4", "l4-2x", 1)]
+    capacity = usable_nodes([observe_cluster("c1", pools, CLASSES, nodes, slices, claims).to_dict()])
+    classes = {"l4-2x": CLASSES["l4-2x"].model_dump(by_alias=True, exclude_none=True)}
+
+    def dep(name, replicas, tolerations=None):
+        request = {"name": "gpu", "device_class_name": "gpu.nvidia.com", "count": 1}
+        if tolerations:
+            request["tolerations"] = tolerations
+        member = {"role": "Standalone", "node_selector": {"devices": [request]}}
+        return {
+            "name": name,
+            "replicas": replicas,
+            "engines": [{"name": "main", "members": [member]}],
+            "candidate_clusters": ["c1"],
+        }
+
+    fleet = {
+        "classes": classes,
+        "clusters": [{"name": "c1", "pools": [{"name": "l4", "class": "l4-2x", "nodes": 1}]}],
+        "deployments": [dep("plain", 2), dep("tolerant", 1, [{"key": "gpu.nvidia.com/xid", "operator": "Exists"}])],
+    }
+    outcome = place_fleet(fleet, [], observed_nodes=capacity)
+    plain = outcome.results["plain"]
+    assert plain["scheduled"] == 1
+    assert outcome.by_deployment()["plain"][0]["engines"][0]["members"][0]["allocations"] == [
+        {"node": 0, "devices": ["gpu-1"]}
+    ]
+    assert plain["unschedulable"]["c1"]["pools"]["l4"] == (
+        "engine main: no node has the devices its 1 pod(s) claim free (1 node(s), 0 unused; devices free: node 0 1 of "
+        "2 (gpu-0 tainted gpu.nvidia.com/xid=79:NoSchedule))"
+    )
+    # The tolerating deployment takes the tainted GPU.
+    assert outcome.by_deployment()["tolerant"][0]["engines"][0]["members"][0]["allocations"] == [
+        {"node": 0, "devices": ["gpu-0"]}
+    ]
+    # Declared capacity knows nothing of the taint: both plain replicas fit.
+    assert place_fleet(fleet, []).results["plain"]["scheduled"] == 2
 
 
 def test_placement_allocates_around_devices_other_workloads_hold():

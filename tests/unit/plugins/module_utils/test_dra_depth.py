@@ -13,7 +13,7 @@ from typing import Any
 import k8s_schemas
 import pytest
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.allocator import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.dra.allocator import (
     allocate,
     lookup_attribute,
     node_devices,

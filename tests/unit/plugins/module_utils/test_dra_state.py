@@ -56,3 +56,20 @@ def test_observed_nodes_take_the_top_indexes():
     assert led.foreign == frozenset({3}) and led.order == [3]
     assert led.fit(one_of_eight)[:2] == (3, (0,))  # beside the other workload's claim, on the node in use
     assert "node 3 (other workloads hold some) 6 of 8" in led.describe()
+
+
+def test_observed_device_taints_stay_with_their_node_and_are_named():
+    from ansible_collections.gpufleet.serving.plugins.module_utils.dra.api import DeviceTaint
+
+    xid = DeviceTaint(key="gpu.nvidia.com/xid", value="79", effect="NoSchedule")
+    tainted = NodeUse(taints=((0, (xid,)),))
+    assert tainted != EMPTY and tainted.tainted == {0: (xid,)}
+    # Allocating beside the taint keeps it (the allocator sees it on every later claim of the node).
+    assert tainted.plus([1]).taints == tainted.taints and hash(tainted.plus([1])) == hash(tainted.plus([1]))
+    led = PoolLedger(2, 8, held=[NodeUse(frozenset({5})), tainted])
+    assert led.order == [0, 1] and led.held == frozenset({1})
+    names = [f"gpu-{d}" for d in range(8)]
+    assert led.describe(names=names) == (
+        "2 node(s), 0 unused; devices free: node 0 8 of 8 (gpu-0 tainted gpu.nvidia.com/xid=79:NoSchedule), "
+        "node 1 (other workloads hold some) 7 of 8"
+    )

@@ -62,7 +62,11 @@ def test_system_then_gpu_pools_from_the_classes():
     a10g = out["a10g"]
     assert (a10g.ami_type, a10g.instance_types, a10g.disk_size) == ("AL2023_x86_64_NVIDIA", ["g5.2xlarge"], 200)
     assert (a10g.min_size, a10g.max_size, a10g.desired_size) == (1, 6, 3)
-    assert a10g.labels == {"gpufleet.io/pool": "a10g", "nvidia.com/gpu.present": "true"}
+    assert a10g.labels == {
+        "gpufleet.io/pool": "a10g",
+        "nvidia.com/gpu.present": "true",
+        "gpufleet.io/capacity-rung": "on-demand",  # a pool without a ladder: its class's one rung
+    }
     assert a10g.taints == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
     assert a10g.subnets == ["subnet-b"]
 
@@ -179,7 +183,11 @@ def test_labels_and_taints_are_reconciled_both_ways():
     )
     plan = eks.plan_update(spec, rec, "1.36")
     assert plan.config["labels"] == {
-        "addOrUpdateLabels": {"gpufleet.io/pool": "a10g", "nvidia.com/gpu.present": "true"},
+        "addOrUpdateLabels": {
+            "gpufleet.io/pool": "a10g",
+            "nvidia.com/gpu.present": "true",
+            "gpufleet.io/capacity-rung": "on-demand",
+        },
         "removeLabels": ["stale"],
     }
     assert plan.config["taints"] == {
@@ -306,3 +314,180 @@ def test_stale_nodegroups_are_ours_only_gpu_first_system_last():
     ]
     assert eks.stale_nodegroups(recorded, ["system", "a10g"], "c1") == ["old"]
     assert eks.stale_nodegroups(recorded, [], "c1") == ["a10g", "old", "system"]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Capacity ladder
+# --------------------------------------------------------------------------------------------------------------------
+
+BLOCK_LADDER = {
+    "name": "p5",
+    "class": "block",
+    "node_count": 1,
+    "max_node_count": 2,
+    "zones": ["us-east-1a"],
+    "capacity_ladder": [
+        {"kind": "reservation"},
+        {"kind": "reservation", "capacity_block": False, "capacity_reservation_id": "cr-00000000000000001"},
+        {"kind": "spot", "zones": ["us-east-1b"]},
+        {"kind": "on-demand"},
+    ],
+}
+
+
+def test_each_rung_is_a_nodegroup_spec_with_its_capacity_and_subnets():
+    p5 = specs([BLOCK_LADDER])["p5"]
+    block, odcr, spot, on_demand = p5.ladder
+    assert p5 == eks.replace(block, ladder=p5.ladder)  # the spec is the first rung
+    assert (block.capacity_type, block.capacity_reservation_id) == ("CAPACITY_BLOCK", "cr-0123456789abcdef0")
+    assert (odcr.capacity_type, odcr.capacity_reservation_id) == ("ON_DEMAND", "cr-00000000000000001")
+    assert (spot.capacity_type, spot.capacity_reservation_id, spot.subnets) == ("SPOT", None, ["subnet-b"])
+    assert (on_demand.capacity_type, on_demand.subnets) == ("ON_DEMAND", ["subnet-a"])
+    assert [r.labels["gpufleet.io/capacity-rung"] for r in p5.ladder] == ["reservation", "reservation", "spot",
+                                                                         "on-demand"]  # fmt: skip
+    # Both reservations launch through the launch template; only the Capacity Block's is of that market.
+    assert [eks.uses_launch_template(r) for r in p5.ladder] == [True, True, False, False]
+    assert "InstanceMarketOptions" not in eks.launch_template_data(odcr)
+    assert eks.launch_template_data(odcr)["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-00000000000000001"}
+    }
+
+
+def test_the_module_gets_the_ladder_back_from_the_filter_shape():
+    p5 = specs([BLOCK_LADDER])["p5"]
+    data = p5.to_dict()
+    assert [r["capacity_rung"] for r in data["capacity_ladder"]] == ["reservation", "reservation", "spot", "on-demand"]
+    scaling = data["scaling"]
+    back = eks.spec_from_dict({**data, "scaling": scaling})
+    assert back.rungs() == p5.rungs()
+    # A ladder item's capacity is its own: a spot rung does not inherit the Capacity Block's reservation.
+    only = eks.spec_from_dict({**data, "capacity_ladder": [{"capacity_rung": "spot", "capacity_type": "SPOT"}]})
+    assert (only.capacity_type, only.capacity_reservation_id, only.subnets) == ("SPOT", None, ["subnet-a"])
+    with pytest.raises(GpufleetError, match="not SPOT"):
+        eks.spec_from_dict({**data, "capacity_type": "SPOT", "capacity_ladder": []})
+
+
+def test_ladder_zones_get_subnets_and_a_zone_without_one_is_named():
+    c = cluster(
+        [{**BLOCK_LADDER, "capacity_ladder": [{"kind": "reservation"}, {"kind": "spot", "zones": ["us-east-1c"]}]}]
+    )
+    assert eks.default_zones(c[0]) == ["us-east-1a", "us-east-1c"]  # the VPC gets a subnet for the rung's zone
+    with pytest.raises(FleetValidationError) as err:
+        eks.nodegroup_specs(c[0], c[1], SUBNETS)
+    assert ("hostvars['c1'].gpufleet_node_pools[0].capacity_ladder[1].zones[0]",
+            "no subnet in zone 'us-east-1c' (subnets: us-east-1a, us-east-1b)") in [
+        (index_path(p), r) for p, r in err.value.errors]  # fmt: skip
+
+
+class FakeEks:
+    """EKS as the executor calls it: nodegroups in memory; a create whose request ``fail`` accepts turns
+    CREATE_FAILED with the health issue EKS reports."""
+
+    def __init__(self, fail=None):
+        self.groups = {}
+        self.fail = fail or []
+        self.calls = []
+
+    def describe_nodegroup(self, clusterName, nodegroupName):
+        if nodegroupName not in self.groups:
+            exc = RuntimeError("not found")
+            exc.response = {"Error": {"Code": "ResourceNotFoundException"}}
+            raise exc
+        return {"nodegroup": self.groups[nodegroupName]}
+
+    def create_nodegroup(self, **req):
+        self.calls.append(("create", req["capacityType"]))
+        issue = next((i for accepts, i in self.fail if accepts(req)), None)
+        self.groups[req["nodegroupName"]] = {
+            "nodegroupName": req["nodegroupName"],
+            "status": "CREATE_FAILED" if issue else "ACTIVE",
+            "capacityType": req["capacityType"],
+            "instanceTypes": req["instanceTypes"],
+            "subnets": req["subnets"],
+            "amiType": req["amiType"],
+            "labels": req["labels"],
+            "taints": req["taints"],
+            "scalingConfig": req["scalingConfig"],
+            "diskSize": req.get("diskSize"),
+            "launchTemplate": req.get("launchTemplate"),
+            "version": req.get("version"),
+            "health": {"issues": [issue] if issue else []},
+        }
+
+    def delete_nodegroup(self, clusterName, nodegroupName):
+        self.calls.append(("delete", nodegroupName))
+        del self.groups[nodegroupName]
+
+
+class FakeEc2:
+    def __init__(self):
+        self.templates = {}
+
+    def describe_subnets(self, SubnetIds):
+        return {"Subnets": [{"SubnetId": s, "AvailabilityZone": "us-east-1" + s[-1]} for s in SubnetIds]}
+
+    def describe_launch_templates(self, LaunchTemplateNames):
+        found = [
+            {"LaunchTemplateId": "lt-1", "LaunchTemplateName": n} for n in LaunchTemplateNames if n in self.templates
+        ]
+        if not found:
+            exc = RuntimeError("not found")
+            exc.response = {"Error": {"Code": "InvalidLaunchTemplateName.NotFoundException"}}
+            raise exc
+        return {"LaunchTemplates": found}
+
+    def describe_launch_template_versions(self, LaunchTemplateId, Versions):
+        return {"LaunchTemplateVersions": [{"LaunchTemplateData": next(iter(self.templates.values()))}]}
+
+    def create_launch_template(self, LaunchTemplateName, LaunchTemplateData, TagSpecifications):
+        self.templates[LaunchTemplateName] = LaunchTemplateData
+        return {"LaunchTemplate": {"LaunchTemplateId": "lt-1"}}
+
+    def delete_launch_template(self, LaunchTemplateName):
+        del self.templates[LaunchTemplateName]
+
+
+def asg_issue(text):
+    return {"code": "AsgInstanceLaunchFailures", "message": f"Could not launch Instances. {text}"}
+
+
+def ensure_ng(eks_api, ec2, spec, check_mode=False):
+    fc = FakeClock()
+    return eks.ensure_nodegroup(eks_api, ec2, "c1", spec, state="present", node_role="arn:role", version="1.36",
+                                tags={}, waiter=eks.Waiter(60, 1, fc.sleep, fc.clock),
+                                check_mode=check_mode)  # fmt: skip
+
+
+def test_executor_walks_past_a_stockout_and_removes_the_failed_rungs_template():
+    p5 = specs([BLOCK_LADDER])["p5"]
+    stockout = asg_issue("InsufficientInstanceCapacity - We currently do not have sufficient p5.48xlarge capacity in "
+                         "the Availability Zone you requested (us-east-1a).")  # fmt: skip
+    api = FakeEks(fail=[(lambda req: "launchTemplate" in req, stockout)])  # both reservations are full
+    ec2 = FakeEc2()
+    result = ensure_ng(api, ec2, p5)
+    assert api.calls == [("create", "CAPACITY_BLOCK"), ("delete", "p5"), ("create", "ON_DEMAND"), ("delete", "p5"),
+                         ("create", "SPOT")]  # fmt: skip
+    assert api.groups["p5"]["labels"]["gpufleet.io/capacity-rung"] == "spot"
+    assert ec2.templates == {}  # the reservation rungs' launch template went with them
+    cap = result["capacity"]
+    assert (cap["rung"], cap["of"], cap["kind"], cap["zones"]) == (3, 4, "spot", ["us-east-1b"])
+    assert [a["code"] for a in cap["attempts"]] == ["InsufficientInstanceCapacity"] * 2
+    # Recorded on its rung: nothing to do.
+    api.calls.clear()
+    again = ensure_ng(api, ec2, p5)
+    assert not again["changed"] and api.calls == [] and again["capacity"]["rung"] == 3
+
+
+def test_executor_stops_at_a_quota_naming_it():
+    p5 = specs([{**BLOCK_LADDER, "capacity_ladder": [{"kind": "on-demand"}, {"kind": "spot"}]}])["p5"]
+    quota = asg_issue("VcpuLimitExceeded - You have requested more vCPU capacity than your current vCPU limit of 0")
+    api = FakeEks(fail=[(lambda req: req["capacityType"] == "ON_DEMAND", quota)])
+    with pytest.raises(GpufleetError, match=r"quota Running On-Demand P instances exceeded at rung 1 of 2"):
+        ensure_ng(api, FakeEc2(), p5)
+    assert api.calls == [("create", "ON_DEMAND")]
+    # The next run (the quota raised) deletes the failed nodegroup and walks again.
+    api.fail.clear()
+    planned = ensure_ng(api, FakeEc2(), p5, check_mode=True)
+    assert planned["actions"] == ["delete the nodegroup left in CREATE_FAILED by VcpuLimitExceeded", "create"]
+    result = ensure_ng(api, FakeEc2(), p5)
+    assert api.calls[1:] == [("delete", "p5"), ("create", "ON_DEMAND")] and result["capacity"]["rung"] == 1

@@ -26,7 +26,6 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     fleet_identity_errors,
     identity_of,
     parse_adopt,
-    role_contract,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
@@ -34,6 +33,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy impo
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import ClusterError, fleet_objects
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction, object_relpath, sync
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import InferenceClass
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.contract import role_contract
 
 MINE = FleetIdentity("blue")
 

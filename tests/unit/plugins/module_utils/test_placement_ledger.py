@@ -506,3 +506,60 @@ def test_recorded_capacity_is_a_quantity():
         FleetValidationError, match=r"allocations\[0\]\.capacity\['gpu-0'\]\.memory: 'lots' is not a Kubernetes"
     ):
         run(deployment(), [cluster("a", H8)], [bad])
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# A claim that stops at a CEL runtime error on a node of its own may fit beside other claims (differential k008)
+# --------------------------------------------------------------------------------------------------------------------
+
+NUMA0 = 'device.attributes["gpu.nvidia.com"].numaNode == 0'
+#: Two GPUs without ``numaNode`` (a selector on it errors there), listed first, then two with it.
+CEL_ORDER = {
+    "devices": [
+        {**CLASSES["h100x8-ib"]["devices"][0], "name": "bare", "count": 2},
+        {
+            **CLASSES["h100x8-ib"]["devices"][0],
+            "name": "local",
+            "count": 2,
+            "instances": [{"attributes": {"numaNode": {"int": k}}} for k in range(2)],
+        },
+    ]
+}
+
+
+def test_a_claim_whose_selector_errors_fits_beside_claims_holding_those_devices():
+    # kube-scheduler skips devices in use before it evaluates selectors (allocateOne: "Checking for 'in use' is cheap
+    # and thus gets done first"): once another claim holds bare-0 and bare-1, the numaNode selector never meets them.
+    classes = {**CLASSES, "cel-order": CEL_ORDER}
+    pool = [cluster("a", [("p", "cel-order", 1)])]
+    numa = deployment("numa", replicas=2, requests=[request(selectors=[NUMA0])])
+    alone = run(numa, pool, classes=classes)
+    assert alone["scheduled"] == 0
+    why = alone["unschedulable"]["a"]
+    assert why["code"] == "NoMatchingPool"
+    assert why["pools"]["p"].startswith(
+        f"engine main member Standalone selector `{NUMA0}` failed on device bare (NVIDIA H100 80GB HBM3): no such key: "
+        "numaNode; kube-scheduler stops allocating the claim at a CEL runtime error"
+    )
+    two = run(deployment("two", requests=[request(count=2, selectors=[IS_H100])]), pool, classes=classes)
+    assert allocations(two) == [(0, ["bare-0", "bare-1"])]
+    beside = run(numa, pool, two["replicas"], classes=classes)
+    assert beside["scheduled"] == 1 and allocations(beside) == [(0, ["local-0"])]
+    assert members_of(beside)[0]["device_requests"][0]["device_class_name"] == "gpu.nvidia.com"
+    assert beside["unschedulable"]["a"]["code"] == "InsufficientCapacity"
+    assert (
+        "member Standalone fits only beside claims that hold bare-0, bare-1"
+        in beside["unschedulable"]["a"]["pools"]["p"]
+    )
+    # Fed back, the replica keeps its device.
+    again = run(numa, pool, two["replicas"] + beside["replicas"], classes=classes)
+    assert again["replicas"] == beside["replicas"] and not again["changed"]
+
+
+def test_an_exclusive_pod_never_sits_beside_the_claims_its_selector_needs():
+    classes = {**CLASSES, "cel-order": CEL_ORDER}
+    pool = [cluster("a", [("p", "cel-order", 1)])]
+    two = run(deployment("two", requests=[request(count=2, selectors=[IS_H100])]), pool, classes=classes)
+    numa = {**deployment("numa", requests=[request(selectors=[NUMA0])]), "placement": {"exclusive_nodes": True}}
+    result = run(numa, pool, two["replicas"], classes=classes)
+    assert result["scheduled"] == 0 and result["unschedulable"]["a"]["code"] == "NoMatchingPool"

@@ -233,6 +233,104 @@ CASES = [
         f"hostvars['{GKE}'].gpufleet_node_pools[0].max_node_count",
         "must be >= 1 for a GKE node pool",
     ),
+    # Capacity ladders (docs/provisioning.md, "Capacity ladder")
+    (
+        "gke-ladder-zone-of-another-region",
+        pool(GKE, 1, capacity_ladder=[{"kind": "spot"}, {"kind": "on-demand", "zones": ["europe-west4-a"]}]),
+        GKE,
+        f"hostvars['{GKE}'].gpufleet_node_pools[1].capacity_ladder[1].zones[0]",
+        "'europe-west4-a' is not a zone of region 'us-central1'",
+    ),
+    (
+        "gke-ladder-machine-with-other-gpus",
+        pool(GKE, 1, capacity_ladder=[{"kind": "spot"}, {"kind": "on-demand", "machine_type": "a3-highgpu-2g"}]),
+        GKE,
+        f"hostvars['{GKE}'].gpufleet_node_pools[1].capacity_ladder[1].machine_type",
+        "'a3-highgpu-2g' comes with 2 nvidia-h100-80gb GPU(s); the class's a3-highgpu-1g comes with 1 "
+        "nvidia-h100-80gb: a rung may change the machine type only to one with the same GPUs (a3-highgpu-1g)",
+    ),
+    (
+        "gke-ladder-node-count-over-rung-zones",
+        pool(GKE, 0, capacity_ladder=[{"kind": "spot", "zones": [f"us-central1-{z}" for z in "abc"]}]),
+        GKE,
+        f"hostvars['{GKE}'].gpufleet_node_pools[0].capacity_ladder[0].zones",
+        "GKE creates the same number of nodes in each of the rung's 3 zones: the pool's node_count 4 is not a "
+        "multiple of 3",
+    ),
+    (
+        "gke-ladder-eks-field",
+        pool(GKE, 0, capacity_ladder=[{"kind": "reservation", "capacity_reservation_id": "cr-0123456789abcdef0"}]),
+        GKE,
+        f"hostvars['{GKE}'].gpufleet_node_pools[0].capacity_ladder[0].capacity_reservation_id",
+        "is an EKS field: a GKE reservation rung names its reservation with reservation",
+    ),
+    (
+        "gke-ladder-rung-after-flex-start",
+        pool(GKE, 1, capacity_ladder=[{"kind": "flex-start"}, {"kind": "on-demand"}]),
+        GKE,
+        f"hostvars['{GKE}'].gpufleet_node_pools[1].capacity_ladder[1]",
+        "is never tried: the flex-start rung 0 creates the pool without nodes",
+    ),
+    (
+        "ladder-of-a-pool-without-nodes",
+        pool(GKE, 0, node_count=0, min_node_count=0, capacity_ladder=[{"kind": "spot"}, {"kind": "on-demand"}]),
+        GKE,
+        f"hostvars['{GKE}'].gpufleet_node_pools[0].capacity_ladder",
+        "node_count is 0: a pool created without nodes launches none, so no rung can stock out",
+    ),
+    (
+        "eks-ladder-flex-start",
+        pool(EKS, 0, capacity_ladder=[{"kind": "flex-start"}]),
+        EKS,
+        f"hostvars['{EKS}'].gpufleet_node_pools[0].capacity_ladder[0].kind",
+        "flex-start is GKE's Dynamic Workload Scheduler; EKS has no such capacity",
+    ),
+    (
+        "eks-ladder-reservation-without-id",
+        pool(EKS, 0, capacity_ladder=[{"kind": "reservation", "zones": ["us-east-1a"]}, {"kind": "on-demand"}]),
+        EKS,
+        f"hostvars['{EKS}'].gpufleet_node_pools[0].capacity_ladder[0].capacity_reservation_id",
+        "is required for an EKS reservation rung (cr-...)",
+    ),
+    (
+        "eks-ladder-reservation-in-two-zones",
+        pool(EKS, 0, capacity_ladder=[{"kind": "reservation", "capacity_reservation_id": "cr-0123456789abcdef0"}]),
+        EKS,
+        f"hostvars['{EKS}'].gpufleet_node_pools[0].capacity_ladder[0].zones",
+        "an On-Demand Capacity Reservation lives in one availability zone",
+    ),
+    (
+        "eks-ladder-capacity-block-in-two-zones",
+        pool(
+            EKS, 1, capacity_ladder=[{"kind": "reservation", "zones": ["us-east-1a", "us-east-1b"]}, {"kind": "spot"}]
+        ),
+        EKS,
+        f"hostvars['{EKS}'].gpufleet_node_pools[1].capacity_ladder[0].zones",
+        "a Capacity Block lives in one availability zone",
+    ),
+    (
+        "eks-ladder-instance-of-another-gpu",
+        pool(EKS, 0, capacity_ladder=[{"kind": "spot", "instance_type": "g6.2xlarge"}]),
+        EKS,
+        f"hostvars['{EKS}'].gpufleet_node_pools[0].capacity_ladder[0].instance_type",
+        "'g6.2xlarge' has 1 NVIDIA L4 GPU(s); the class's g5.2xlarge has 1 NVIDIA A10G: a rung may change the "
+        "instance type only to one of the same family with the same GPUs (g5.xlarge, g5.2xlarge, g5.4xlarge, "
+        "g5.8xlarge, g5.16xlarge)",
+    ),
+    (
+        "eks-ladder-zone-of-another-region",
+        pool(EKS, 0, capacity_ladder=[{"kind": "spot", "zones": ["us-west-2a"]}]),
+        EKS,
+        f"hostvars['{EKS}'].gpufleet_node_pools[0].capacity_ladder[0].zones[0]",
+        "'us-west-2a' is not an availability zone of region 'us-east-1'",
+    ),
+    (
+        "eks-ladder-gke-field",
+        pool(EKS, 0, capacity_ladder=[{"kind": "on-demand", "machine_type": "g2-standard-8"}]),
+        EKS,
+        f"hostvars['{EKS}'].gpufleet_node_pools[0].capacity_ladder[0].machine_type",
+        "is a GKE field: an EKS rung changes the instance type with instance_type",
+    ),
 ]
 
 
@@ -297,10 +395,65 @@ def test_the_example_fleet_passes_validation_and_a_provisioning_dry_run():
         if cluster.provider == "gke":
             specs = gke.node_pool_specs(cluster, fleet.classes)
             assert [s["name"] for s in specs] == ["system", *(p.name for p in cluster.node_pools)], name
+            if name == GKE:  # the example's capacity ladder: one spec per rung
+                h100 = next(s for s in specs if s["name"] == "h100")
+                assert [(r["capacity_rung"], r["locations"]) for r in h100["capacity_ladder"]] == [
+                    ("reservation", ["us-central1-c"]),
+                    ("spot", ["us-central1-c"]),
+                    ("spot", ["us-central1-a"]),
+                    ("on-demand", ["us-central1-c"]),
+                ]
+                assert h100["any_reservation"] is True and h100["labels"]["gpufleet.io/capacity-rung"] == "reservation"
         elif cluster.provider == "eks":
             specs = eks.nodegroup_specs(cluster, fleet.classes, SUBNETS)
             p5 = next(s for s in specs if s.name == "p5")
             assert (p5.capacity_type, p5.capacity_reservation_id) == ("CAPACITY_BLOCK", "cr-0123456789abcdef0")
+
+
+def test_a_ladder_moves_the_capacity_block_zone_rule_to_its_rungs():
+    # p5's class is a Capacity Block in one zone; with a ladder, a Spot rung may use another zone.
+    data = example_fleet()
+    pool(EKS, 1, capacity_ladder=[{"kind": "reservation"}, {"kind": "spot", "zones": ["us-east-1b"]}])(data)
+    assert errors_of(data) == []
+    assert provisioning_errors(data, EKS) == []
+
+
+@pytest.mark.parametrize(
+    ("ladder", "path", "reason"),
+    [
+        (
+            [{"kind": "spot", "reservation": "r1"}],
+            "capacity_ladder[0]",
+            "reservation: only for kind reservation (this rung is spot)",
+        ),
+        (
+            [{"kind": "spot"}, {"kind": "on-demand"}, {"kind": "spot"}],
+            "capacity_ladder",
+            "rung 2 repeats rung 0: a second attempt at the same capacity",
+        ),
+        (
+            [{"kind": "preemptible"}],
+            "capacity_ladder[0].kind",
+            "must be one of reservation, flex-start, spot, on-demand",
+        ),
+    ],
+)
+def test_rung_fields_are_validated_with_their_path(ladder, path, reason):
+    data = example_fleet()
+    pool(GKE, 0, capacity_ladder=ladder)(data)
+    found = [(index_path(p), r) for p, r in errors_of(data)]
+    want = f"hostvars['{GKE}'].gpufleet_node_pools[0].{path}"
+    assert any(p == want and reason in r for p, r in found), found
+
+
+def test_an_existing_cluster_has_no_ladder():
+    data = example_fleet()
+    pool("onprem-a", 0, capacity_ladder=[{"kind": "spot"}])(data)
+    assert (
+        "hostvars['onprem-a'].gpufleet_node_pools[0].capacity_ladder",
+        "is for gke and eks pools: the nodes of a cluster with gpufleet_provider existing are provisioned by whoever "
+        "runs it",
+    ) in [(index_path(p), r) for p, r in errors_of(data)]
 
 
 def test_the_tables_are_consistent():

@@ -127,9 +127,23 @@ def kinds(objs: list[dict[str, Any]]) -> list[str]:
 
 
 def one(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    found = [o for o in objs if o["kind"] == kind]
+    """The one object of ``kind`` a replica's objects hold (the model endpoint's are :func:`model_endpoint`'s)."""
+    found = [o for o in replica_objects(objs) if o["kind"] == kind]
     assert len(found) == 1, kinds(objs)
     return found[0]
+
+
+def replica_objects(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects of replicas (they carry ``gpufleet.io/replica``), without the model endpoint of the cluster."""
+    return [o for o in objs if "gpufleet.io/replica" in o["metadata"]["labels"]]
+
+
+def model_endpoint(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The model endpoint's objects by kind (the model Service, the HTTPRoute): those of no replica."""
+    found = [o for o in objs if "gpufleet.io/replica" not in o["metadata"]["labels"]]
+    by_kind = {o["kind"]: o for o in found}
+    assert len(by_kind) == len(found), kinds(found)
+    return by_kind
 
 
 def pod_templates(obj: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
@@ -169,9 +183,10 @@ def test_only_the_given_clusters_replicas_are_rendered():
     reps = [replica(dep, "c1", 0), replica(dep, "c2", 1), replica(dep, "c1", 2)]
     objs = render(dep, reps, cluster="c1")
     assert {o["metadata"]["labels"]["gpufleet.io/cluster"] for o in objs} == {"c1"}
-    assert sorted({o["metadata"]["labels"]["gpufleet.io/replica-index"] for o in objs}) == ["0", "2"]
-    assert kinds(objs) == ["ResourceClaimTemplate", "Deployment", "Service"] * 2
-    assert {o["metadata"]["labels"]["gpufleet.io/replica-index"] for o in render(dep, reps, cluster="c2")} == {"1"}
+    assert sorted({o["metadata"]["labels"]["gpufleet.io/replica-index"] for o in replica_objects(objs)}) == ["0", "2"]
+    assert kinds(objs) == ["ResourceClaimTemplate", "Deployment", "Service"] * 2 + ["Service"]
+    c2 = replica_objects(render(dep, reps, cluster="c2"))
+    assert {o["metadata"]["labels"]["gpufleet.io/replica-index"] for o in c2} == {"1"}
     assert render(dep, reps, cluster="elsewhere") == []
     assert render(dep, [], cluster="c1") == []
 
@@ -183,15 +198,17 @@ def test_rendering_is_deterministic_and_leaves_its_input_alone():
     first = json.dumps(render(dep, reps))
     assert json.dumps(render(dep, list(reversed(reps)))) == first  # input order does not matter; key order neither
     assert (dep, reps) == frozen
-    assert [o["metadata"]["labels"]["gpufleet.io/replica-index"] for o in json.loads(first)][::5] == ["0", "1", "2"]
+    indexes = [o["metadata"]["labels"].get("gpufleet.io/replica-index") for o in json.loads(first)]
+    assert indexes == [str(i) for i in range(3) for _kind in range(4)] + [None, None]  # the model Service, HTTPRoute
 
 
 def test_backends_render_the_expected_workloads():
-    assert kinds(render(deployment())) == ["ResourceClaimTemplate", "Deployment", "Service"]
+    assert kinds(render(deployment())) == ["ResourceClaimTemplate", "Deployment", "Service", "Service"]
     assert kinds(render(deployment(members=gang()))) == [
         "ResourceClaimTemplate",
         "ResourceClaimTemplate",
         "LeaderWorkerSet",
+        "Service",
         "Service",
     ]
     assert kinds(render(deployment(members=gang(), backend="leaderworkerset")))[2] == "LeaderWorkerSet"
@@ -210,15 +227,17 @@ def test_auto_picks_per_engine_and_the_service_selects_every_engines_serving_pod
         "ResourceClaimTemplate",
         "LeaderWorkerSet",
         "Service",
+        "Service",
     ]
     lws = one(objs, "LeaderWorkerSet")
     assert lws["spec"]["replicas"] == 2
     assert lws["spec"]["leaderWorkerTemplate"]["size"] == 4
-    selector = one(objs, "Service")["spec"]["selector"].items()
     templates = {(o["kind"], w): labels for o in objs for w, labels, _spec in pod_templates(o)}
-    assert selector <= templates[("Deployment", "template")].items()
-    assert selector <= templates[("LeaderWorkerSet", "leaderTemplate")].items()
-    assert not selector <= templates[("LeaderWorkerSet", "workerTemplate")].items()
+    for service in (one(objs, "Service"), model_endpoint(objs)["Service"]):
+        selector = service["spec"]["selector"].items()
+        assert selector <= templates[("Deployment", "template")].items()
+        assert selector <= templates[("LeaderWorkerSet", "leaderTemplate")].items()
+        assert not selector <= templates[("LeaderWorkerSet", "workerTemplate")].items()
 
 
 def test_copies_become_workload_replicas_and_deployment_selects_its_pods():
@@ -346,7 +365,9 @@ def test_pods_are_pinned_to_their_pool_and_tolerate_the_gpu_taint():
 
 def test_shm_is_memory_backed_and_not_duplicated():
     spec = pods(one(render(deployment()), "Deployment"))["template"]
-    assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in spec["volumes"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}} in spec["volumes"]
+    spec = pods(one(render(deployment(shm_size="64Gi")), "Deployment"))["template"]
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}} in spec["volumes"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in engine_container(spec)["volumeMounts"]
     own = container(
         args=["--model=x/y"], volumeMounts=[{"name": "shm", "mountPath": "/dev/shm"}]
@@ -365,6 +386,7 @@ def test_readiness_probe_and_port():
     assert c["readinessProbe"] == {
         "httpGet": {"path": "/health", "port": 9000},
         "periodSeconds": 10,
+        "timeoutSeconds": 5,
         "failureThreshold": 3,
     }
     assert c["ports"] == [{"name": "http", "containerPort": 9000, "protocol": "TCP"}]
@@ -610,6 +632,7 @@ def test_kserve_single_node_uses_the_template_preset_and_the_cache_pvc():
     )
     assert spec["labels"]["gpufleet.io/endpoint"] == "true"
     assert one(objs, "Service")["spec"]["selector"].items() <= spec["labels"].items()
+    assert model_endpoint(objs)["Service"]["spec"]["selector"].items() <= spec["labels"].items()
 
 
 def test_kserve_gang_has_per_role_claims_and_pipeline_parallelism():
@@ -624,6 +647,7 @@ def test_kserve_gang_has_per_role_claims_and_pipeline_parallelism():
     # The preset serves /mnt/models positionally: the engine's own --model is dropped, not doubled.
     assert engine_container(spec["template"])["args"] == ["--served-model-name=org/big", "-tp", "8"]
     assert one(objs, "Service")["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    assert model_endpoint(objs)["Service"]["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
 
 
 def test_kserve_base_refs_override_and_data_parallel():
@@ -696,7 +720,7 @@ def test_everything_rendered_carries_the_placement_labels(shape):
         "app.kubernetes.io/managed-by": "gpufleet.serving",
         "gpufleet.io/component": "serving",
     }
-    for obj in objs:
+    for obj in replica_objects(objs):
         assert expected.items() <= obj["metadata"]["labels"].items(), obj["kind"]
         if obj["kind"] == "ResourceClaimTemplate":
             assert expected.items() <= obj["spec"]["metadata"]["labels"].items()
@@ -706,6 +730,14 @@ def test_everything_rendered_carries_the_placement_labels(shape):
     placement = json.loads(one(objs, "Service")["metadata"]["annotations"]["gpufleet.io/placement"])
     assert placement["index"] == 7 and placement["cluster"] == "c1"
     assert [m["pool"] for m in placement["engines"][0]["members"]] == ["h100"] * len(dep["engines"][0]["members"])
+    # The model endpoint is owned by the deployment on the cluster (pruned with it), not by a replica.
+    endpoint = model_endpoint(objs)
+    assert sorted(endpoint) == (["HTTPRoute", "Service"] if "gateway" in dep else ["Service"])
+    owner = {k: v for k, v in expected.items() if k not in ("gpufleet.io/replica", "gpufleet.io/replica-index")}
+    owner.pop("gpufleet.io/pool")
+    for obj in endpoint.values():
+        assert obj["metadata"]["labels"] == owner, obj["kind"]
+        assert "annotations" not in obj["metadata"]  # no placement: read-back counts replicas, not endpoints
     k8s_schemas.validate_objects(objs)
 
 
@@ -753,6 +785,7 @@ def test_reserved_labels_are_dropped_where_they_are_not_set():
     assert worker["gpufleet.io/role"] == "worker"
     assert "gpufleet.io/engine" not in one(objs, "Service")["metadata"]["labels"]
     assert not one(objs, "Service")["spec"]["selector"].items() <= worker.items()
+    assert not model_endpoint(objs)["Service"]["spec"]["selector"].items() <= worker.items()
 
 
 def test_names_are_bounded_dns_labels_and_stable():
@@ -777,7 +810,9 @@ def test_names_are_bounded_dns_labels_and_stable():
 def test_http_route_only_with_a_gateway_and_deployment_gateway_wins():
     dep = deployment()
     assert "HTTPRoute" not in kinds(render(dep))
-    route = one(render(dep, gateway={"name": "fleet-gw", "namespace": "gw", "section_name": "https"}), "HTTPRoute")
+    objs = render(dep, gateway={"name": "fleet-gw", "namespace": "gw", "section_name": "https"})
+    route = model_endpoint(objs)["HTTPRoute"]
+    assert [o["kind"] for o in objs].count("HTTPRoute") == 1  # one per model and cluster, none per replica
     assert route["spec"]["parentRefs"] == [
         {
             "group": "gateway.networking.k8s.io",
@@ -788,14 +823,15 @@ def test_http_route_only_with_a_gateway_and_deployment_gateway_wins():
         }
     ]
     rule = route["spec"]["rules"][0]
-    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/ml/chat-c1-0/"}}]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/ml/chat/"}}]
     assert rule["filters"] == [
         {"type": "URLRewrite", "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}}}
     ]
     assert rule["timeouts"] == {"request": "0s"}
-    assert rule["backendRefs"] == [{"name": "chat-c1-0", "port": 8000}]
+    assert rule["backendRefs"] == [{"name": "chat", "port": 8000}]
+    assert model_endpoint(objs)["Service"]["metadata"]["name"] == "chat"
     dep["gateway"] = {"name": "team-gw"}
-    route = one(render(dep, gateway={"name": "fleet-gw"}), "HTTPRoute")
+    route = model_endpoint(render(dep, gateway={"name": "fleet-gw"}))["HTTPRoute"]
     assert route["spec"]["parentRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "team-gw"}]
 
 
@@ -820,7 +856,7 @@ def test_empty_gateway_fields_and_toleration_effect_are_rendered_unset():
         tolerations=[{"key": "gpufleet.io/drain", "operator": "Exists", "effect": ""}],
     )
     objs = render(dep)
-    assert one(objs, "HTTPRoute")["spec"]["parentRefs"] == [
+    assert model_endpoint(objs)["HTTPRoute"]["spec"]["parentRefs"] == [
         {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"}
     ]
     tolerations = one(objs, "Deployment")["spec"]["template"]["spec"]["tolerations"]
@@ -994,6 +1030,7 @@ def test_renders_what_replica_placement_returns_for_the_example_fleet():
                 assert [r["name"] for r in rct["spec"]["spec"]["devices"]["requests"]] == ["gpu"]  # never "ib"
             k8s_schemas.validate_objects(objs)
             rendered[dep["name"]] = rendered.get(dep["name"], 0) + len(objs)
-    # qwen-demo: 3 clusters x (claim template, Deployment, Service); deepseek-v3: 2 claim templates, LWS, Service.
-    assert rendered["qwen-demo"] == 9
-    assert rendered["deepseek-v3"] == 4
+    # qwen-demo: 3 clusters x (claim template, Deployment, Service, model Service); deepseek-v3: 2 claim templates,
+    # LWS, Service, model Service.
+    assert rendered["qwen-demo"] == 12
+    assert rendered["deepseek-v3"] == 5

@@ -159,7 +159,7 @@ def test_gateway_is_optional():
     assert "gpufleet-gateway" in [o["metadata"]["name"] for o in kinds(p, "Namespace")]
 
 
-def test_overrides_merge_values_and_render_specs():
+def test_overrides_merge_values_and_render_releases():
     p = plan(overrides={"dra_driver": {"version": "25.8.0", "values": {"kubeletPlugin": {"priorityClassName": ""}}}})
     dra = release(p, "dra_driver")
     assert dra["version"] == "25.8.0"
@@ -167,8 +167,8 @@ def test_overrides_merge_values_and_render_specs():
     specs = [o for o in p["render_objects"] if o["kind"] == "HelmRelease"]
     assert len(specs) == len(p["releases"])
     spec = next(s for s in specs if s["metadata"]["name"] == "nvidia-dra-driver-gpu")
-    assert spec["apiVersion"] == "serving.gpufleet.io/v1alpha1"
-    assert spec["spec"]["version"] == "25.8.0" and spec["spec"]["atomic"] is True
+    assert spec["apiVersion"] == "helm.toolkit.fluxcd.io/v2"
+    assert spec["spec"]["chart"]["spec"]["version"] == "25.8.0" and spec["spec"]["values"] == dra["values"]
     assert all(o["metadata"]["labels"]["gpufleet.io/component"] == "serving-stack" for o in p["render_objects"])
     assert VERSIONS["dra_driver"]["version"] == "25.8.1"  # the matrix itself is never changed
 
@@ -392,7 +392,13 @@ def test_gke_pools_without_gke_driver_get_the_documented_installer_before_the_dr
     assert u["env"] == [{"name": "NVIDIA_DRIVER_VERSION", "value": "570.124.06"}]
     # Applied before the releases (driver_objects), rendered with everything else, waited for by the check.
     assert not any(o["kind"] == "DaemonSet" for o in p["objects"])
-    assert [o for o in p["render_objects"] if o["kind"] == "DaemonSet"] == [cos, ubuntu]
+    rendered = [o for o in p["render_objects"] if o["kind"] == "DaemonSet"]
+    assert [{**o, "metadata": {k: v for k, v in o["metadata"].items() if k != "annotations"}} for o in rendered] == [
+        cos,
+        ubuntu,
+    ]
+    # Flux (the default) syncs them with the stack layer, before the releases that need the driver.
+    assert {o["metadata"]["annotations"]["gpufleet.io/sync-layer"] for o in rendered} == {"stack"}
     assert [(i["name"], i["pools"], i["driver"]) for i in p["driver_installers"]] == [
         ("nvidia-driver-installer-cos", ["l4", "l4b"], "latest"),
         ("nvidia-driver-installer-ubuntu", ["l4u"], "570.124.06"),
