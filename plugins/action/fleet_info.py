@@ -16,6 +16,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import (
     CLASSES_VAR,
     CLUSTER_VARS,
     DEPLOYMENTS_VAR,
+    source_vars,
     validate_fleet,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
@@ -56,11 +57,17 @@ class ActionModule(GpufleetAction):
                 value = self._templar.template(task_vars.get(var))
             return to_plain(value, var)
 
+        def merged(option: str, var: str) -> dict[str, Any]:
+            """``{variable: list}``: the option alone when given, else ``var`` and every ``<var>_*`` variable."""
+            if args.get(option) is not None:
+                return {var: to_plain(args[option], var)}
+            return {name: arg_or_var(option, name) for name in source_vars(task_vars, var)}
+
         fleet = validate_fleet(
             classes=arg_or_var("inference_classes", CLASSES_VAR),
             hosts=hosts,
-            deployments=arg_or_var("model_deployments", DEPLOYMENTS_VAR),
-            caches=arg_or_var("model_caches", CACHES_VAR),
+            deployment_sources=merged("model_deployments", DEPLOYMENTS_VAR),
+            cache_sources=merged("model_caches", CACHES_VAR),
             resolve_pattern=pattern_resolver(self._loader, groups),
             host_groups=host_groups(groups),
             check_selectors=args["check_selectors"],

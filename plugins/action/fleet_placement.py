@@ -86,6 +86,7 @@ class ActionModule(GpufleetAction):
             observed_nodes=usable_nodes(states) if args["capacity"] == "observed" else None,
             capacity_notes=pool_notes(states),
             force_drain=args["force_drain"],
+            explain=explain,
         )
         shortfalls, degraded, status = outcome.shortfalls(), outcome.degraded(), outcome.statuses()
         results = bounded_results(outcome.results, status, explain=explain)  # issue 26: bounded at any fleet size

@@ -61,6 +61,23 @@ CLUSTER_VARS = {
 PatternResolver = Callable[[str], list[str]]
 
 
+def source_vars(variables: Iterable[str], var: str) -> list[str]:
+    """The variables a list is merged from: ``var`` first, then every ``<var>_*`` variable, sorted by name (so each
+    team can own a file: ``gpufleet_model_deployments_team_a``)."""
+    names = set(variables)
+    return ([var] if var in names else []) + sorted(n for n in names if n.startswith(f"{var}_"))
+
+
+def merged_sources(sources: Mapping[str, Any], errors: list[tuple[str, str]]) -> list[tuple[str, Any]]:
+    """``(path, item)`` for every item of the lists in ``sources`` (``{variable: list}``, in merge order), each path
+    naming the variable it came from (``gpufleet_model_deployments_team_a[0]``); a value that is not a list is an
+    error naming its variable."""
+    out: list[tuple[str, Any]] = []
+    for name, value in sources.items():
+        out.extend((f"{name}[{i}]", item) for i, item in enumerate(_as_list(value, name, errors)))
+    return out
+
+
 @dataclass
 class Fleet:
     """The validated fleet. ``targets``/``cache_targets`` map a deployment/cache name to its candidate clusters."""
@@ -80,6 +97,13 @@ class Fleet:
     #: ``gpufleet_adopt_unlabelled``: owned objects without a fleet label are this fleet's (True), another
     #: inventory's (False), or stop the run (None). See contract.FleetIdentity.
     adopt_unlabelled: bool | None = None
+    #: Where each deployment / cache was read from (``{name: "gpufleet_model_deployments_team_a[0]"}``): deployments
+    #: and caches may come from several variables (:func:`merged_sources`). Absent: ``<variable>[<list index>]``.
+    deployment_paths: dict[str, str] = field(default_factory=dict)
+    cache_paths: dict[str, str] = field(default_factory=dict)
+
+    def deployment_path(self, i: int, name: str) -> str:
+        return self.deployment_paths.get(name) or f"{DEPLOYMENTS_VAR}[{i}]"
 
     # -- normalised, JSON-able views ---------------------------------------------------------------------------------
 
@@ -224,6 +248,8 @@ def validate_fleet(
     hosts: Mapping[str, Mapping[str, Any]],
     deployments: Any = None,
     caches: Any = None,
+    deployment_sources: Mapping[str, Any] | None = None,
+    cache_sources: Mapping[str, Any] | None = None,
     resolve_pattern: PatternResolver | None = None,
     host_groups: Mapping[str, Iterable[str]] | None = None,
     check_selectors: bool = True,
@@ -238,6 +264,9 @@ def validate_fleet(
     cache's ``clusters`` host pattern into host names (Ansible semantics); without it every fleet cluster is a candidate.
     ``fleet_name`` / ``adopt_unlabelled``: ``gpufleet_fleet_name`` / ``gpufleet_adopt_unlabelled`` (fleet identity);
     ``require_name`` makes a missing name an error (fleet_info, which reads the whole inventory, sets it).
+    ``deployment_sources`` / ``cache_sources`` (``{variable: list}``, in merge order: :func:`source_vars`) replace
+    ``deployments`` / ``caches``: the lists are merged, each error path names the variable its item came from, and a
+    name defined twice is an error naming both places.
     ``partial``: ``hosts`` are part of the fleet (an AWX job slice's inventory, for ``apply.yml``, which takes its
     placement from a plan): a host pattern that matches none of them, and a deployment none of whose clusters hosts its
     cache, are not errors (they are the other slices' business; the plan decided).
@@ -295,34 +324,41 @@ def validate_fleet(
     # Caches -------------------------------------------------------------------------------------------------------
     parsed_caches: list[ModelCache] = []
     cache_names: dict[str, ModelCache] = {}
-    for i, cdata in enumerate(_as_list(caches, CACHES_VAR, errors)):
-        model = _validate(ModelCache, cdata, f"{CACHES_VAR}[{i}]", errors)
+    cache_paths: dict[str, str] = {}
+    if cache_sources is None:
+        cache_sources = {CACHES_VAR: caches}
+    for prefix, cdata in merged_sources(cache_sources, errors):
+        model = _validate(ModelCache, cdata, prefix, errors)
         if model is None:
             continue
         if model.name in cache_names:
-            errors.append((f"{CACHES_VAR}[{i}].name", f"duplicate cache name {model.name!r}"))
+            errors.append((f"{prefix}.name", _duplicate("cache", model.name, prefix, cache_paths[model.name])))
             continue
         cache_names[model.name] = model
+        cache_paths[model.name] = prefix
         parsed_caches.append(model)
 
     # Deployments --------------------------------------------------------------------------------------------------
     parsed_deployments: list[ModelDeployment] = []
-    seen: set[str] = set()
+    deployment_paths: dict[str, str] = {}
+    if deployment_sources is None:
+        deployment_sources = {DEPLOYMENTS_VAR: deployments}
     # The fleet's device vocabulary, when every class is valid (a class that failed would make its names "unknown").
     vocab = None
     if check_selectors and isinstance(classes, Mapping) and len(parsed_classes) == len(classes):
         from ansible_collections.gpufleet.serving.plugins.module_utils.vocabulary import fleet_vocabulary
 
         vocab = fleet_vocabulary(parsed_classes)
-    for i, ddata in enumerate(_as_list(deployments, DEPLOYMENTS_VAR, errors)):
-        prefix = f"{DEPLOYMENTS_VAR}[{i}]"
+    for prefix, ddata in merged_sources(deployment_sources, errors):
         model = _validate(ModelDeployment, ddata, prefix, errors)
         if model is None:
             continue
-        if model.name in seen:
-            errors.append((f"{prefix}.name", f"duplicate deployment name {model.name!r}"))
+        if model.name in deployment_paths:
+            errors.append(
+                (f"{prefix}.name", _duplicate("deployment", model.name, prefix, deployment_paths[model.name]))
+            )
             continue
-        seen.add(model.name)
+        deployment_paths[model.name] = prefix
         errors.extend(deployment_reference_errors(model, prefix, cache_names, check_selectors=check_selectors))
         if vocab is not None:
             from ansible_collections.gpufleet.serving.plugins.module_utils.vocabulary import deployment_errors
@@ -331,7 +367,7 @@ def validate_fleet(
         parsed_deployments.append(model)
 
     # Every path names the list items on it: gpufleet_model_deployments[2] (qwen2-5-7b).engines[0] (tp8)...
-    roots: dict[str, Any] = {CLASSES_VAR: classes, DEPLOYMENTS_VAR: deployments, CACHES_VAR: caches}
+    roots: dict[str, Any] = {CLASSES_VAR: classes, **deployment_sources, **cache_sources}
     roots.update({f"hostvars[{h!r}]": hosts[h] for h in hosts})
     if errors:
         raise FleetValidationError(name_errors(errors, roots))
@@ -343,21 +379,24 @@ def validate_fleet(
         caches=parsed_caches,
         name=fleet_name,
         adopt_unlabelled=parse_adopt(adopt_unlabelled),
+        deployment_paths=deployment_paths,
+        cache_paths=cache_paths,
     )
     fleet_names = set(parsed_clusters)
-    sources: list[tuple[str, Sequence[ModelDeployment | ModelCache], dict[str, list[str]]]] = [
-        ("gpufleet_model_deployments", parsed_deployments, fleet.targets),
-        ("gpufleet_model_caches", parsed_caches, fleet.cache_targets),
+    sources: list[tuple[dict[str, str], Sequence[ModelDeployment | ModelCache], dict[str, list[str]]]] = [
+        (deployment_paths, parsed_deployments, fleet.targets),
+        (cache_paths, parsed_caches, fleet.cache_targets),
     ]
-    for kind, items, target in sources:
-        for i, item in enumerate(items):
+    for paths, items, target in sources:
+        for item in items:
+            where = paths[item.name]
             if resolve_pattern is None:
                 names = sorted(fleet_names)
             else:
                 try:
                     names = sorted(set(resolve_pattern(item.clusters)) & fleet_names)
                 except GpufleetError as exc:
-                    errors.append((f"{kind}[{i}].clusters", str(exc)))
+                    errors.append((f"{where}.clusters", str(exc)))
                     continue
             if not names and partial:
                 target[item.name] = []
@@ -366,7 +405,7 @@ def validate_fleet(
                 # A typo in a host pattern must not read as "no cluster wanted": that would prune every object.
                 errors.append(
                     (
-                        f"{kind}[{i}].clusters",
+                        f"{where}.clusters",
                         f"host pattern {item.clusters!r} matches no cluster of the fleet "
                         f"({', '.join(sorted(fleet_names)) or 'the fleet has no clusters'}); check the group names"
                         + _pattern_suggestions(item.clusters, fleet_names, host_groups),
@@ -374,13 +413,20 @@ def validate_fleet(
                 )
                 continue
             target[item.name] = names
-    errors.extend(_claim_name_errors(parsed_caches, fleet.cache_targets))
+    errors.extend(_claim_name_errors(parsed_caches, fleet.cache_targets, cache_paths))
     follow_errors = _follow_caches(fleet)
     if not partial:
         errors.extend(follow_errors)
     if errors:
         raise FleetValidationError(name_errors(errors, roots))
     return fleet
+
+
+def _duplicate(kind: str, name: str, path: str, first: str) -> str:
+    """A name defined twice: where else, when that is another variable (``gpufleet_model_deployments_team_a[0]``)."""
+    if first.split("[", 1)[0] == path.split("[", 1)[0]:
+        return f"duplicate {kind} name {name!r}"
+    return f"duplicate {kind} name {name!r}: {first} defines it too (each name once across the merged variables)"
 
 
 def _pattern_suggestions(pattern: str, clusters: Iterable[str], host_groups: Mapping[str, Iterable[str]] | None) -> str:
@@ -415,7 +461,7 @@ def _follow_caches(fleet: Fleet) -> list[tuple[str, str]]:
         if not fleet.targets[dep.name]:
             errors.append(
                 (
-                    f"{DEPLOYMENTS_VAR}[{i}].cache",
+                    f"{fleet.deployment_path(i, dep.name)}.cache",
                     f"mounts cache {dep.cache!r}, which none of its clusters ({', '.join(wanted)}) hosts (the cache's "
                     f"clusters: {', '.join(sorted(hosts))}); widen the cache's clusters or narrow the deployment's",
                 )
@@ -423,9 +469,12 @@ def _follow_caches(fleet: Fleet) -> list[tuple[str, str]]:
     return errors
 
 
-def _claim_name_errors(caches: Sequence[ModelCache], targets: Mapping[str, list[str]]) -> list[tuple[str, str]]:
+def _claim_name_errors(
+    caches: Sequence[ModelCache], targets: Mapping[str, list[str]], paths: Mapping[str, str] | None = None
+) -> list[tuple[str, str]]:
     """Two caches that would use one PVC (same namespace and claim name) on a cluster they share."""
     errors: list[tuple[str, str]] = []
+    paths = paths or {}
     seen: dict[tuple[str, str], list[tuple[int, ModelCache]]] = {}
     for i, cache in enumerate(caches):
         key = (cache.namespace, cache.claim_name)
@@ -436,9 +485,9 @@ def _claim_name_errors(caches: Sequence[ModelCache], targets: Mapping[str, list[
             field = "storage.claim_name" if cache.storage.claim_name else "name"
             errors.append(
                 (
-                    f"{CACHES_VAR}[{i}].{field}",
+                    f"{paths.get(cache.name) or f'{CACHES_VAR}[{i}]'}.{field}",
                     f"cache {cache.name!r} would use PVC {cache.namespace}/{cache.claim_name}, which cache "
-                    f"{other.name!r} ({CACHES_VAR}[{j}]) uses too on {', '.join(shared)}; give each cache its own "
+                    f"{other.name!r} ({paths.get(other.name) or f'{CACHES_VAR}[{j}]'}) uses too on {', '.join(shared)}; give each cache its own "
                     "storage.claim_name",
                 )
             )

@@ -3,7 +3,7 @@
 """Fleet-wide deploy orchestration: observed state in, every deployment placed in order, a report out.
 
 The deploy playbook calls :func:`place_fleet` once per run (one task, not one per deployment): deployments are placed
-in the order they are listed, each placement fed the replicas placed so far, so capacity is shared and never
+by ``priority`` (higher first), then in the order they are listed, each placement fed the replicas placed so far, so capacity is shared and never
 overcommitted. Observed replicas come back from the ``gpufleet.io/placement`` annotation that the rendered per-replica
 Service carries (from the render directory in render mode, from the clusters in apply mode).
 """
@@ -154,6 +154,9 @@ class FleetPlacement:
     results: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Observed capacity: why pools have fewer usable nodes than declared, ``{cluster: {pool: [cause]}}``.
     capacity_notes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    #: Deployments placed with ``explain``: per cluster and pool, why each is or is not a candidate
+    #: (``{deployment: {cluster: {reason, pools: {pool: why}}}}``, placement's ``candidates``).
+    candidates: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -236,6 +239,10 @@ class FleetPlacement:
         lines.extend(f"  {line}" for line in explain_lines(table, self.capacity_notes))
         if omitted:
             lines.append(f"  ... and {omitted} more cluster(s) with other diagnoses")
+        if name in self.candidates:
+            lines.extend(
+                f"  {line}" for line in candidate_lines(self.candidates[name], self.capacity_notes, max_groups)
+            )
         return lines
 
 
@@ -261,6 +268,28 @@ def explain_lines(
         for pool, why in (entry.get("pools") or {}).items():
             lines.append(f"  {cluster}/{pool}: {why}")
             lines.extend(f"    observed: {note}" for note in notes.get(cluster, {}).get(pool, []))
+    return lines
+
+
+def candidate_lines(
+    candidates: Mapping[str, Mapping[str, Any]],
+    capacity_notes: Mapping[str, Mapping[str, list[str]]] | None = None,
+    max_clusters: int = GROUP_OVER,
+) -> list[str]:
+    """Placement's ``candidates`` (``{cluster: {reason, pools: {pool: why}}}``) as explain lines: every cluster (at
+    most ``max_clusters``, the others counted) and each of its pools, why it is or is not a candidate, each pool
+    followed by the observed causes of its missing capacity."""
+    notes = capacity_notes or {}
+    lines = ["candidates (why each cluster and pool is or is not one):"]
+    names = sorted(candidates)
+    for cluster in names[:max_clusters]:
+        entry = candidates[cluster]
+        lines.append(f"  {cluster}: {entry.get('reason') or 'eligible'}")
+        for pool, why in (entry.get("pools") or {}).items():
+            lines.append(f"    {cluster}/{pool}: {why}")
+            lines.extend(f"      observed: {note}" for note in notes.get(cluster, {}).get(pool, []))
+    if len(names) > max_clusters:
+        lines.append(f"  ... and {len(names) - max_clusters} more cluster(s)")
     return lines
 
 
@@ -306,6 +335,11 @@ def _observed_pool(pool: Mapping[str, Any], seen: Any) -> dict[str, Any]:
     return {**pool, "nodes": seen}
 
 
+def placement_order(deployments: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The order deployments take capacity in: higher ``priority`` first, list order among equal priorities."""
+    return sorted(deployments, key=lambda d: -int(d.get("priority") or 0))
+
+
 def place_fleet(
     fleet: Mapping[str, Any],
     observed: Iterable[Mapping[str, Any]],
@@ -316,13 +350,16 @@ def place_fleet(
     observed_nodes: Mapping[str, Mapping[str, Any]] | None = None,
     capacity_notes: Mapping[str, Mapping[str, list[str]]] | None = None,
     force_drain: bool = False,
+    explain: Iterable[str] = (),
 ) -> FleetPlacement:
-    """Place every deployment of a normalised fleet (``fleet_info``'s ``fleet``), in order, sharing capacity.
+    """Place every deployment of a normalised fleet (``fleet_info``'s ``fleet``), sharing capacity: higher
+    ``priority`` first, list order among equal priorities (:func:`placement_order`); ``results`` are in that order.
 
     Classes, clusters and observed records are validated once for the whole fleet, each deployment once. With
     ``observed_nodes`` pools count what was observed usable; ``capacity_notes`` (``{cluster: {pool: [cause]}}``)
     name the observed causes in the explain lines. A drain moves only the replicas whose replacement can be placed
-    unless ``force_drain`` (see :func:`placement.plan`).
+    unless ``force_drain`` (see :func:`placement.plan`). Deployments named in ``explain`` (``gpufleet_explain``)
+    also get ``candidates``: per cluster and pool, why each is or is not a candidate (:meth:`FleetPlacement.explain`).
     """
     require_pydantic()
     by_name = fleet_clusters(
@@ -336,13 +373,19 @@ def place_fleet(
         [r for r in observed if r.get("deployment") in names], "observed"
     )
     outcome = FleetPlacement(capacity_notes={k: dict(v) for k, v in (capacity_notes or {}).items()})
-    for dep_data in fleet["deployments"]:
+    explained = set(explain)
+    for dep_data in placement_order(fleet["deployments"]):
         spec = {k: v for k, v in dep_data.items() if k != "candidate_clusters"}
         dep: ModelDeployment = parse(ModelDeployment, spec, "deployment")
         candidates = [models[name] for name in dep_data.get("candidate_clusters", []) if name in models]
-        result = plan(dep, classes, candidates, current, force_drain=force_drain)
+        result = plan(dep, classes, candidates, current, force_drain=force_drain, explain_pools=dep.name in explained)
         current = [r for r in current if r.deployment != dep.name] + list(result.replicas)
         outcome.results[dep.name] = result.to_dict()
+        if result.candidates is not None:
+            outcome.results[dep.name].pop("candidates", None)  # not in results: explain shows it, bounded
+            outcome.candidates[dep.name] = result.candidates
+            for cluster, why in (fleet.get("cache_exclusions") or {}).get(dep.name, {}).items():
+                result.candidates[cluster] = {"reason": f"not a candidate: {why}", "pools": {}}
         for cluster, why in (fleet.get("cache_exclusions") or {}).get(dep.name, {}).items():
             outcome.results[dep.name]["unschedulable"].setdefault(
                 cluster, {"code": CODE_CACHE_NOT_HOSTED, "reason": why, "pools": {}}

@@ -119,7 +119,10 @@ def inventory_schema(argument_specs: Mapping[str, Mapping[str, Any]] | None = No
         ),
         DEPLOYMENTS_VAR: (
             list[m.ModelDeployment],
-            Field(default=None, description="The model deployments, placed in this order."),
+            Field(
+                default=None,
+                description="The model deployments, placed by priority (higher first), then in this order.",
+            ),
         ),
         CACHES_VAR: (
             list[m.ModelCache],
@@ -145,4 +148,12 @@ def inventory_schema(argument_specs: Mapping[str, Mapping[str, Any]] | None = No
     )
     for name, extra in role_variables(argument_specs or {}).items():
         schema["properties"].setdefault(name, extra)
+    # Deployments and caches merged from several variables (fleet.source_vars): each team's file holds its own list.
+    schema["patternProperties"] = {
+        f"^{var}_.+$": {
+            **schema["properties"][var],
+            "description": f"More {var.removeprefix('gpufleet_model_')}, merged after {var} (by variable name).",
+        }
+        for var in (DEPLOYMENTS_VAR, CACHES_VAR)
+    }
     return {"$schema": DIALECT, "$id": SCHEMA_ID, **schema}

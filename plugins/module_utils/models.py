@@ -1351,6 +1351,15 @@ class ModelDeployment(_Strict):
     name: str
     namespace: str = "default"
     replicas: StrictInt = Field(ge=0, le=10000)
+    #: Placement order across the fleet: higher first (it takes capacity before the others); deployments of equal
+    #: priority are placed in the order they are listed (``gpufleet_model_deployments``, then each
+    #: ``gpufleet_model_deployments_*`` variable by name).
+    priority: StrictInt = Field(
+        default=0,
+        ge=-1_000_000,
+        le=1_000_000,
+        description="Placement order: higher first; equal priorities keep list order.",
+    )
     clusters: str = "gpufleet_clusters"
     cache: str | None = None
     tolerations: list[Toleration] = Field(default_factory=list)

@@ -39,11 +39,16 @@ options:
     description: Inference classes keyed by name. Defaults to the C(gpufleet_inference_classes) variable.
     type: dict
   model_deployments:
-    description: Model deployments. Defaults to the C(gpufleet_model_deployments) variable.
+    description:
+      - Model deployments. Defaults to the C(gpufleet_model_deployments) variable followed by every
+        C(gpufleet_model_deployments_*) variable (sorted by name), merged into one list, so each team can own a file;
+        a name defined in two of them is an error naming both.
     type: list
     elements: dict
   model_caches:
-    description: Model caches. Defaults to the C(gpufleet_model_caches) variable.
+    description:
+      - Model caches. Defaults to the C(gpufleet_model_caches) variable followed by every C(gpufleet_model_caches_*)
+        variable (sorted by name), merged as O(model_deployments) is.
     type: list
     elements: dict
   fleet_name:

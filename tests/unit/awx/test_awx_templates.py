@@ -65,6 +65,11 @@ _SURVEY_CALL = re.compile(
 )
 _PATH_CALL = re.compile(r"gpufleet\.serving\.durable_path\(\s*'(?P<name>[a-z_0-9]+)'")
 _FROM_FLEET_VAR = re.compile(r"^\{\{\s*(gpufleet_[a-z0-9_]+)\s*\|\s*default\(")
+# How AWX decides a project file is a playbook it lists for job templates (awx/main/utils/ansible.py,
+# valid_playbook_re): some line starts a play or imports one.
+AWX_PLAYBOOK_LINE = re.compile(
+    r"^\s*?-?\s*?(?:hosts|(ansible\.builtin\.)?include|(ansible\.builtin\.)?import_playbook):\s*?.*?$"
+)
 
 
 def public_variables() -> dict[str, dict[str, Any]]:
@@ -202,6 +207,7 @@ def test_every_job_template_runs_a_playbook_of_the_collection(template):
     assert set(template) <= JOB_TEMPLATE_ARGS, set(template) - JOB_TEMPLATE_ARGS
     playbook = AWX / "project" / template["playbook"]
     assert playbook.is_file(), f"{template['name']}: {template['playbook']} is not in awx/project/"
+    assert any(AWX_PLAYBOOK_LINE.match(line) for line in playbook.read_text().splitlines()), "AWX would not list it"
     [play] = yaml.safe_load(playbook.read_text())
     target = play["ansible.builtin.import_playbook"]
     assert target.startswith("gpufleet.serving.")

@@ -38,8 +38,9 @@ MODELS = INITS | {
         "semver.py",
     )
 }
-EKS = MODELS | {f"{MU}/eks.py", f"{MU}/provider_rules.py"}
-GKE = MODELS | {f"{MU}/gke.py", f"{MU}/gke_client.py", f"{MU}/provider_rules.py"}
+#: The provisioning modules walk a pool's capacity ladder (capacity_ladder.py: error classes, the walk).
+EKS = MODELS | {f"{MU}/eks.py", f"{MU}/provider_rules.py", f"{MU}/capacity_ladder.py"}
+GKE = MODELS | {f"{MU}/gke.py", f"{MU}/gke_client.py", f"{MU}/provider_rules.py", f"{MU}/capacity_ladder.py"}
 PLACEMENT = MODELS | {
     f"{MU}/{name}"
     for name in (

@@ -344,3 +344,24 @@ def test_fleet_info_never_prints_an_inline_kubeconfig_or_an_s3_secret(example_ta
     shown = json.dumps(result)
     for value in (token, secret, "AKIASENTINEL", "aws/secret"):
         assert value not in shown
+
+
+def test_fleet_info_merges_every_gpufleet_model_deployments_variable(example_task_vars):
+    """Issue 31: ``gpufleet_model_deployments`` then every ``gpufleet_model_deployments_*`` variable, by name."""
+    qwen, llama, deepseek = example_task_vars["gpufleet_model_deployments"]
+    example_task_vars["gpufleet_model_deployments"] = [qwen]
+    example_task_vars["gpufleet_model_deployments_zeta"] = [deepseek]
+    example_task_vars["gpufleet_model_deployments_alpha"] = [llama]
+    result = _fleet(example_task_vars)
+    assert [d["name"] for d in result["fleet"]["deployments"]] == ["qwen-demo", "llama-70b", "deepseek-v3"]
+
+    example_task_vars["gpufleet_model_deployments_alpha"] = [{**llama, "replicas": "many"}, qwen]
+    result = run_action("fleet_info", {}, example_task_vars)
+    assert result["failed"] is True
+    paths = {e["path"]: e["reason"] for e in result["errors"]}
+    assert "gpufleet_model_deployments_alpha[0] (llama-70b).replicas" in paths
+    assert "gpufleet_model_deployments[0] defines it too" in paths["gpufleet_model_deployments_alpha[1].name"]
+
+    # The option, when given, is the whole list.
+    result = run_action("fleet_info", {"model_deployments": [qwen]}, example_task_vars)
+    assert [d["name"] for d in result["fleet"]["deployments"]] == ["qwen-demo"]

@@ -770,3 +770,71 @@ def test_plain_and_secret_backed_http_sources_are_valid():
     assert run(data).caches[0].source.http.url_secret == "presigned"
     data["caches"][0]["source"] = {"http": {"url": "https://h.example.com/m.bin", "credentials_secret": "basic"}}
     assert run(data).caches[0].source.http.credentials_secret == "basic"
+
+
+def _sourced(data: dict[str, Any], **sources: Any):
+    return validate_fleet(
+        classes=data["classes"],
+        hosts=data["hosts"],
+        deployment_sources=sources.get("deployments", {"gpufleet_model_deployments": data["deployments"]}),
+        cache_sources=sources.get("caches", {"gpufleet_model_caches": data["caches"]}),
+    )
+
+
+def test_deployments_merged_from_several_variables_name_their_variable():
+    """Issue 31: teams own ``gpufleet_model_deployments_<team>`` files; every error names the variable."""
+    data = example_fleet()
+    qwen, llama, deepseek = data["deployments"]
+    fleet = _sourced(
+        data,
+        deployments={
+            "gpufleet_model_deployments": [qwen],
+            "gpufleet_model_deployments_team_a": [llama],
+            "gpufleet_model_deployments_team_b": [deepseek],
+        },
+    )
+    assert [d.name for d in fleet.deployments] == ["qwen-demo", "llama-70b", "deepseek-v3"]
+
+    bad = {**llama, "replicas": -1}
+    with pytest.raises(FleetValidationError) as err:
+        _sourced(data, deployments={"gpufleet_model_deployments": [qwen], "gpufleet_model_deployments_team_a": [bad]})
+    assert err.value.errors == [("gpufleet_model_deployments_team_a[0] (llama-70b).replicas", err.value.errors[0][1])]
+    assert "must be >= 0" in err.value.errors[0][1]
+
+    with pytest.raises(FleetValidationError) as err:
+        _sourced(
+            data,
+            deployments={"gpufleet_model_deployments_team_a": [qwen], "gpufleet_model_deployments_team_b": [qwen]},
+        )
+    assert err.value.errors == [
+        (
+            "gpufleet_model_deployments_team_b[0].name",
+            "duplicate deployment name 'qwen-demo': gpufleet_model_deployments_team_a[0] defines it too (each name "
+            "once across the merged variables)",
+        )
+    ]
+
+    with pytest.raises(FleetValidationError) as err:
+        _sourced(data, deployments={"gpufleet_model_deployments_team_a": {"name": "x"}})
+    assert err.value.errors == [("gpufleet_model_deployments_team_a", "must be a list (got dict)")]
+
+
+def test_caches_merged_from_several_variables_name_their_variable():
+    data = example_fleet()
+    cache = data["caches"][0]
+    with pytest.raises(FleetValidationError) as err:
+        _sourced(data, caches={"gpufleet_model_caches": [cache], "gpufleet_model_caches_team_a": [cache]})
+    assert err.value.errors[0][0] == "gpufleet_model_caches_team_a[0].name"
+    assert "gpufleet_model_caches[0] defines it too" in err.value.errors[0][1]
+    fleet = _sourced(data, caches={"gpufleet_model_caches_team_a": [cache]})
+    assert [c.name for c in fleet.caches] == [cache["name"]]
+
+
+def test_priority_is_an_integer():
+    data = example_fleet()
+    data["deployments"][0]["priority"] = "high"
+    with pytest.raises(FleetValidationError) as err:
+        run(data)
+    assert [e[0] for e in err.value.errors] == ["gpufleet_model_deployments[0] (qwen-demo).priority"]
+    data["deployments"][0]["priority"] = 5
+    assert run(data).to_dict()["deployments"][0]["priority"] == 5

@@ -273,12 +273,22 @@ def test_fail_on_unschedulable_stops_the_role_before_anything_is_written_or_appl
 
     import yaml
 
-    tasks = yaml.safe_load((Path(__file__).resolve().parents[4] / "roles/model_deployment/tasks/main.yml").read_text())
-    names = [t["name"] for t in tasks]
-    stop = names.index("Fail before writing anything when a deployment is short of replicas and that is fatal")
-    assert names.index("Place every deployment") < stop < names.index("Render every cluster's serving workloads")
-    assert stop < names.index("Apply every cluster's serving workloads")
-    assert "model_deployment_fail_on_unschedulable | bool" in tasks[stop]["when"]
+    role = Path(__file__).resolve().parents[4] / "roles/model_deployment/tasks"
+    guards = yaml.safe_load((role / "guards.yml").read_text())
+    (stop,) = [t for t in guards if "short of replicas" in t["name"]]
+    assert "model_deployment_fail_on_unschedulable | bool" in stop["when"]
+    # deploy (main.yml) and plan.yml run the guards after placing, before anything is written, applied or planned.
+    for entry, first_write in (
+        ("main.yml", "Render every cluster's serving workloads"),
+        ("plan.yml", "Report the placement"),
+    ):
+        tasks = yaml.safe_load((role / entry).read_text())
+        names = [t["name"] for t in tasks]
+        guard = next(i for i, t in enumerate(tasks) if t.get("ansible.builtin.import_tasks") == "guards.yml")
+        place = next(i for i, t in enumerate(tasks) if t.get("ansible.builtin.import_tasks") == "place.yml")
+        assert place < guard < names.index(first_write)
+        if entry == "main.yml":
+            assert guard < names.index("Apply every cluster's serving workloads")
 
 
 def test_the_table_names_the_first_available_alternative_each_pool_chose():
@@ -336,3 +346,26 @@ def test_the_table_names_the_first_available_alternative_each_pool_chose():
             ("h100", "gpu.nvidia.com", 1),
             ("a100", "gpu.nvidia.com", 2),
         ]
+
+
+def test_a_higher_priority_deployment_takes_contended_capacity_first():
+    """Issue 31: ``priority`` decides who gets a contended pool; list order only breaks ties."""
+    data = example_fleet()
+    big = data["deployments"][1]
+    big["clusters"] = "gpufleet_clusters:&onprem"
+    big["replicas"] = 3
+    data["deployments"][2]["replicas"] = 2  # deepseek gang: 2 nodes per replica, listed after llama
+    # Same priority: list order, as before (llama takes 3 of the 4 DGX nodes, deepseek none).
+    assert place_fleet(fleet_dict(data), []).results["deepseek-v3"]["scheduled"] == 0
+    data["deployments"][2]["priority"] = 10
+    outcome = place_fleet(fleet_dict(data), [])
+    # deepseek is placed first: both its gangs (4 nodes), llama is left with nothing on the DGX pool.
+    assert outcome.results["deepseek-v3"]["scheduled"] == 2
+    assert outcome.results["llama-70b"]["scheduled"] == 0
+    assert outcome.shortfalls() == ["llama-70b"]
+    assert list(outcome.results)[:2] == ["deepseek-v3", "qwen-demo"]  # the order they were placed in
+    # A negative priority goes after the default 0.
+    data["deployments"][2]["priority"] = 0
+    data["deployments"][1]["priority"] = -1
+    outcome = place_fleet(fleet_dict(data), [])
+    assert (outcome.results["deepseek-v3"]["scheduled"], outcome.results["llama-70b"]["scheduled"]) == (2, 0)

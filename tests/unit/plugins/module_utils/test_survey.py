@@ -161,3 +161,26 @@ def test_the_filters_are_registered_and_fail_with_the_filter_and_variable_names(
     assert durable_path(None, "gpufleet_state_file", "/d", 3, "false") is None
     with pytest.raises(AnsibleFilterError, match=r"^durable_path: gpufleet_render_dir: is required"):
         durable_path(None, "gpufleet_render_dir", "/d", 3)
+
+
+def test_the_filters_are_documented_as_they_are_called():
+    """ansible-doc reads the YAML sidecars: every description line is text (an unquoted 'a: b' would be a mapping),
+    and the options are the filters' arguments."""
+    import inspect
+    from pathlib import Path
+
+    import yaml
+
+    filter_dir = Path(__file__).resolve().parents[4] / "plugins" / "filter"
+    for name, function in FilterModule().filters().items():
+        doc = yaml.safe_load((filter_dir / f"{name}.yml").read_text())["DOCUMENTATION"]
+        assert doc["name"] == name
+        lines = [*doc["description"], *(d for o in doc["options"].values() for d in _lines(o["description"]))]
+        assert all(isinstance(line, str) for line in lines), name
+        arguments = list(inspect.signature(function).parameters)[1:]
+        assert set(doc["options"]) - {"_input"} == set(arguments), name
+        assert [a.strip() for a in doc["positional"].split(",")] == arguments, name
+
+
+def _lines(description):
+    return description if isinstance(description, list) else [description]
