@@ -247,12 +247,12 @@ def paired(
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
     head = f"{'run':<34}{'cpu s':>8}{'wall s':>8}{'RSS MB':>8}{'floor cpu':>10}{'floor wall':>11}"
-    head += f"{'cpu x':>7}{'wall x':>7}  load"
+    head += f"{'floor MB':>9}{'cpu x':>7}{'wall x':>7}  load"
     print(head)
     for r in rows:
         print(
             f"{r['label']:<34}{r['cpu']:>8.1f}{r['wall']:>8.1f}{r['rss']:>8.0f}{r['floor_cpu']:>10.1f}"
-            f"{r['floor_wall']:>11.1f}{r['cpu_ratio']:>7.2f}{r['wall_ratio']:>7.2f}  {r['load']}"
+            f"{r['floor_wall']:>11.1f}{r['floor_rss']:>9.0f}{r['cpu_ratio']:>7.2f}{r['wall_ratio']:>7.2f}  {r['load']}"
         )
 
 

@@ -25,10 +25,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import FleetPlacement
+
+class FleetPlacement(Protocol):
+    """What is read of ``fleet_deploy.FleetPlacement`` (a protocol, not an import: fleet_deploy imports this module,
+    and an import back - even under TYPE_CHECKING, which AnsiballZ follows - would close a cycle)."""
+
+    results: dict[str, dict[str, Any]]
+
+    def statuses(self) -> dict[str, str]: ...
+
+    def degraded(self) -> list[str]: ...
+
+    def shortfalls(self) -> list[str]: ...
+
+    def explain_deployment(self, name: str, max_groups: int = ...) -> list[str]: ...
+
 
 #: The ``gpufleet_placement`` custom stat, in bytes of JSON.
 SUMMARY_LIMIT = 64 * 1024
