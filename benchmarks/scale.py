@@ -224,7 +224,7 @@ def paired(
 ) -> dict[str, Any]:
     """``pairs`` (floor, target) runs; medians and the median of the pairs' ratios."""
     floors, targets = [], []
-    for _ in range(pairs):
+    for _pair in range(pairs):
         floors.append(run(floor[0], inventory, *floor[1]))
         if before is not None:
             before()

@@ -50,7 +50,8 @@ def node(name, pool="l4", cordoned=False, ready=True):
 XID = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
 
 
-def slice_for(node_name, count=2, memory="23034Mi", taint_device=None, taint=XID):
+def slice_for(node_name, count=2, memory="23034Mi", taint_device=None, taint=None):
+    taint = XID if taint is None else taint
     devices = []
     tainted = {taint_device} if isinstance(taint_device, int) else set(taint_device or ())
     for i in range(count):

@@ -343,8 +343,8 @@ def test_each_rung_is_a_nodegroup_spec_with_its_capacity_and_subnets():
     assert (odcr.capacity_type, odcr.capacity_reservation_id) == ("ON_DEMAND", "cr-00000000000000001")
     assert (spot.capacity_type, spot.capacity_reservation_id, spot.subnets) == ("SPOT", None, ["subnet-b"])
     assert (on_demand.capacity_type, on_demand.subnets) == ("ON_DEMAND", ["subnet-a"])
-    assert [r.labels["gpufleet.io/capacity-rung"] for r in p5.ladder] == ["reservation", "reservation", "spot",
-                                                                         "on-demand"]  # fmt: skip
+    rungs = ["reservation", "reservation", "spot", "on-demand"]
+    assert [r.labels["gpufleet.io/capacity-rung"] for r in p5.ladder] == rungs
     # Both reservations launch through the launch template; only the Capacity Block's is of that market.
     assert [eks.uses_launch_template(r) for r in p5.ladder] == [True, True, False, False]
     assert "InstanceMarketOptions" not in eks.launch_template_data(odcr)

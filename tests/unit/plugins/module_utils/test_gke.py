@@ -151,7 +151,8 @@ LADDER_CLASSES = {
 }
 
 
-def ladder_pool(ladder, classes=LADDER_CLASSES, **pool):
+def ladder_pool(ladder, classes=None, **pool):
+    classes = LADDER_CLASSES if classes is None else classes
     hv = {
         "gpufleet_provider": "gke",
         "gpufleet_gke": {"project": "p", "region": "us-central1", "zones": ["us-central1-a", "us-central1-c"]},

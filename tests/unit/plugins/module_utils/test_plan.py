@@ -176,7 +176,7 @@ def test_the_plan_file_is_written_once_and_loaded_back(tmp_path):
     assert not again["written"] and again["record"] == first["record"]
     plan, source = load_plan({"path": path}, None)
     assert plan.plan_id == first["record"]["plan_id"] and source == path
-    inline, _ = load_plan(first["artifact"], None)
+    inline, _source = load_plan(first["artifact"], None)
     assert inline.plan_id == plan.plan_id
     with pytest.raises(GpufleetError, match="no plan to apply"):
         load_plan(None, None)

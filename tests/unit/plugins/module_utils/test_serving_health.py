@@ -211,12 +211,12 @@ def test_the_wait_script_blocks_until_the_manifest_exists_and_then_exits_0(tmp_p
         assert proc.poll() is None, "the init container ended before the cache was hydrated"
     finally:
         proc.kill()
-        out, _ = proc.communicate(timeout=10)
+        out, _err = proc.communicate(timeout=10)
     assert re.search(rf"waiting for model cache qwen: {re.escape(str(manifest))} is written when its hydration", out)
     manifest.parent.mkdir()
     manifest.write_text("{}")
     proc = _start_wait(manifest)
-    out, _ = proc.communicate(timeout=10)
+    out, _err = proc.communicate(timeout=10)
     assert proc.returncode == 0
     assert out.strip() == "gpufleet: model cache qwen is hydrated"
     assert CACHE_MANIFEST == "/mnt/models/.gpufleet/manifest.json"  # where the serving pods mount the volume
