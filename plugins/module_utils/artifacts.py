@@ -56,8 +56,9 @@ NAMES_SHOWN = 5
 
 
 def size(value: Any) -> int:
-    """Characters of ``value`` as JSON (what AWX measures of an event, and about the bytes of a custom stat)."""
-    return len(json.dumps(value, separators=(",", ":"), default=str))
+    """Characters of ``value`` as JSON with the default separators (what AWX measures of an event; non-ASCII
+    escaped, so at least the bytes of a custom stat)."""
+    return len(json.dumps(value, default=str))
 
 
 def group_unschedulable(
@@ -147,7 +148,14 @@ def bounded_results(
 
 # Each step of the summary's bound: (clusters listed per deployment, explain lines per deployment, entries of each
 # fleet-wide list, characters of a condition message).
-_SUMMARY_STEPS = [(50, 40, 50, 1000), (25, 20, 20, 500), (10, 10, 10, 300), (5, 5, 5, 200), (0, 2, 0, 120)]
+_SUMMARY_STEPS = [
+    (100_000, 300, 100, 1000),
+    (50, 40, 50, 1000),
+    (25, 20, 20, 500),
+    (10, 10, 10, 300),
+    (5, 5, 5, 200),
+    (0, 2, 0, 120),
+]
 
 
 def _cut(items: list[Any], keep: int) -> list[Any]:

@@ -14,8 +14,8 @@ description:
   - Reads the plan C(playbooks/plan.yml) made (M(gpufleet.serving.fleet_placement)'s
     O(gpufleet.serving.fleet_placement#module:plan_file)) from O(plan) (the C(gpufleet_plan) custom stat of an AWX
     workflow - the document inline, or its C(path)) or O(plan_file), and returns what an apply of the clusters in
-    O(play) renders or applies - the plan's fleet and replicas restricted to them. It decides nothing - job slices, C(--limit) and parallel workflow branches apply one
-    decision.
+    O(play) renders or applies - the plan's fleet and replicas restricted to them. It decides nothing - job slices,
+    C(--limit) and parallel workflow branches apply one decision.
   - Refuses (naming both sides) a plan of an unknown version, a plan edited after it was written (its digests and id
     are checked), a plan made from another inventory (fleet identity, classes, deployments, caches, or a cluster of
     the play that is not in the plan or changed since), and a plan older than the one a cluster of the play last took
