@@ -8,8 +8,10 @@ ansible-galaxy collection build --force --output-path "$out" . >/dev/null
 ls "$out"/gpufleet-serving-*.tar.gz >/dev/null
 echo "built $(basename "$out"/gpufleet-serving-*.tar.gz)"
 # awx/ ships as data (job templates, surveys, workflow, project skeleton: docs/awx.md).
+# (listed once: `tar | grep -q` under pipefail fails when grep exits before tar has written everything)
+listing=$(tar tzf "$out"/gpufleet-serving-*.tar.gz)
 for f in awx/import.yml awx/job_templates.yml awx/workflow.yml awx/project/gpufleet/apply.yml; do
-  tar tzf "$out"/gpufleet-serving-*.tar.gz | grep -qx "$f" || { echo "the tarball lacks $f" >&2; exit 1; }
+  grep -qx "$f" <<<"$listing" || { echo "the tarball lacks $f" >&2; exit 1; }
 done
 
 # What the README tells a user to do from their own repository: install the tarball beside an inventory (no Galaxy:
