@@ -62,7 +62,9 @@ def _without_targets(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
 def fleet_digests(fleet: Mapping[str, Any]) -> dict[str, Any]:
     """The digest of each section of a normalised fleet (``fleet_info``'s ``fleet``) and of each cluster."""
     return {
-        "identity": _digest({"name": fleet.get("name"), "adopt_unlabelled": fleet.get("adopt_unlabelled")}),
+        # The fleet's name only: gpufleet_adopt_unlabelled says how to treat objects found, not what is placed (an
+        # adoption run must not make the next run's plan, and every cluster's plan record, new).
+        "identity": _digest({"name": fleet.get("name")}),
         "classes": _digest(fleet.get("classes") or {}),
         "deployments": _digest(_without_targets(fleet.get("deployments") or [])),
         "caches": _digest(_without_targets(fleet.get("caches") or [])),
@@ -354,7 +356,7 @@ class Plan:
 
 
 _SECTION_NAMES = {
-    "identity": "fleet identity (gpufleet_fleet_name / gpufleet_adopt_unlabelled)",
+    "identity": "fleet identity (gpufleet_fleet_name)",
     "classes": "inference classes (gpufleet_inference_classes)",
     "deployments": "model deployments (gpufleet_model_deployments)",
     "caches": "model caches (gpufleet_model_caches)",
