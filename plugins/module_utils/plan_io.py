@@ -10,6 +10,7 @@ render directory go through :func:`.manifest_dir.check_path` (no symlinked compo
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -34,6 +35,8 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import bu
 
 #: A plan file larger than this is not read (a planted file must not exhaust memory); 5,000 clusters make ~30 MB.
 MAX_PLAN_BYTES = 512 * 1024 * 1024
+#: A cluster's plan record (``_fleet/applied/<fleet>/<cluster>.json``) is a few hundred bytes.
+RECORD_BYTES = 64 * 1024
 
 
 def _read_previous(path: Path) -> Plan | None:
@@ -45,11 +48,12 @@ def _read_previous(path: Path) -> Plan | None:
         return None
 
 
-def _read_bounded(path: Path) -> str:
+def _read_bounded(path: Path, limit: int = MAX_PLAN_BYTES) -> str:
+    """The text of ``path`` (untrusted: at most ``limit`` bytes are read; a larger file is refused)."""
     with open(path, "rb") as fh:
-        data = fh.read(MAX_PLAN_BYTES + 1)
-    if len(data) > MAX_PLAN_BYTES:
-        raise GpufleetError(f"{path}: larger than {MAX_PLAN_BYTES} bytes: not a plan this collection wrote")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise GpufleetError(f"{path}: larger than {limit} bytes: not a file this collection wrote")
     return data.decode("utf-8", errors="replace")
 
 
@@ -163,7 +167,7 @@ def read_applied(render_dir: str, fleet: str, clusters: Iterable[str]) -> dict[s
         rel = applied_path(fleet, cluster)
         try:
             check_path(root, rel)
-            text = _read_small(root / rel)
+            text = _read_bounded(root / rel, RECORD_BYTES)
         except (OSError, GpufleetError):
             continue
         rec = read_record(text)
@@ -172,15 +176,8 @@ def read_applied(render_dir: str, fleet: str, clusters: Iterable[str]) -> dict[s
     return out
 
 
-def _read_small(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return fh.read(64 * 1024).decode("utf-8", errors="replace")
-
-
 def write_applied(render_dir: str, clusters: Iterable[str], record: Mapping[str, Any]) -> list[str]:
     """Record ``record`` as the plan of each cluster's files; returns the files written (unchanged ones are not)."""
-    import json
-
     root = Path(os.path.abspath(render_dir))
     text = json.dumps(dict(record), sort_keys=True, indent=1) + "\n"
     written = []
@@ -189,9 +186,9 @@ def write_applied(render_dir: str, clusters: Iterable[str], record: Mapping[str,
         check_path(root, rel)
         target = root / rel
         try:
-            if _read_small(target) == text:
+            if _read_bounded(target, RECORD_BYTES) == text:
                 continue
-        except OSError:
+        except (OSError, GpufleetError):
             pass
         target.parent.mkdir(parents=True, exist_ok=True)
         check_path(root, rel)
