@@ -52,6 +52,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import 
     unreported,
     wait_ready,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.redact import redact_text
 from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import (
     Change,
     DeploymentRollout,
@@ -382,8 +383,11 @@ def _reason(exc: BaseException) -> str:
             message = json.loads(body).get("message")
         except (TypeError, ValueError, AttributeError):
             message = None
-        return f"{status}: {message or body}" if status else str(message or body)
-    text = str(exc) or type(exc).__name__
+        text = f"{status}: {message or body}" if status else str(message or body)
+    else:
+        text = str(exc) or type(exc).__name__
+    # An API server or proxy may echo a URL with credentials or a token in its message: never show it.
+    text = redact_text(text)
     return text if len(text) < 400 else text[:400] + "…"
 
 

@@ -1399,6 +1399,11 @@ def objects_to_apply(objects: Any, existing: Any) -> dict[str, Any]:
     (owned by a Helm release, or labelled as managed by something else) is never applied over.
     ``existing``: the objects read from the cluster (any kinds). Returns ``{apply: [...], kept: [{kind, name,
     reason}]}``."""
+    for name, value in (("objects", objects), ("existing", existing)):
+        if value is not None and (
+            not isinstance(value, (list, tuple)) or not all(isinstance(o, Mapping) for o in value)
+        ):
+            raise GpufleetError(f"{name}: expected a list of Kubernetes objects (mappings), got {type(value).__name__}")
     found: dict[tuple[str, str, str], Mapping[str, Any]] = {}
     for obj in existing or []:
         if isinstance(obj, Mapping):

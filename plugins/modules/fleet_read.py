@@ -116,16 +116,19 @@ capacity:
       claims of other workloads that hold devices; and the drift lines. Pass it to M(gpufleet.serving.fleet_placement)
       as O(gpufleet.serving.fleet_placement#module:cluster_capacity).
     - A node is usable when it carries the pool's label, is schedulable and Ready, and publishes every device of the
-      pool's class (attributes and capacity as the class says), none tainted C(NoSchedule)/C(NoExecute) and none
-      held by a ResourceClaim of another workload.
+      pool's class (attributes and capacity as the class says). Devices that ResourceClaims of other workloads hold
+      do not make a node unusable - they are listed per node in C(held_devices), and placement charges only those
+      devices (device-level capacity), not the node; devices tainted beyond the class are listed in
+      C(observed_devices) with their taints.
   returned: when O(fleet) is set
   type: list
   elements: dict
   sample:
     - cluster: lf-alpha
       pools:
-        - {pool: l4, class: l4-1x, declared_nodes: 3, labelled_nodes: 3, usable_nodes: 2,
-           notes: ["1 of 3 nodes cordoned"], nodes: {l4-2: [cordoned]}}
+        - {pool: l4, class: l4-1x, declared_nodes: 3, labelled_nodes: 3, usable_nodes: 2, held_devices: [[gpu-0]],
+           notes: ["1 of 3 nodes cordoned", "node l4-0: 1 device(s) (gpu-0) held by claim ml/x of another workload"],
+           nodes: {l4-2: [cordoned]}}
       unlabelled_nodes: []
       unknown_pools: []
       foreign_claims: []

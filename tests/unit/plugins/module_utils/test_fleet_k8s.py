@@ -22,6 +22,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import 
     skipped_holds,
     stamped,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import _reason as fleet_k8s_reason
 
 MANAGER = "gpufleet"
 # The lists Kubernetes merges by key (x-kubernetes-list-map-keys / patchMergeKey) among those a pod template uses, as
@@ -422,3 +423,14 @@ def test_recorded_placement_keeps_the_last_record_of_a_failed_cluster():
         {"cluster": "x", "replica": "old-x"},
     ]
     assert recorded_placement(replicas, previous, []) == replicas
+
+
+def test_an_api_error_never_shows_credentials_it_echoes():
+    class ApiError(Exception):
+        status = 403
+        body = json.dumps({"message": "forbidden: https://admin:hunter2@api.example.com/apis?token=abc123"})
+
+    reason = fleet_k8s_reason(ApiError())
+    assert reason.startswith("403: forbidden: ")
+    assert "hunter2" not in reason and "abc123" not in reason
+    assert "hunter2" not in fleet_k8s_reason(RuntimeError("dial https://u:hunter2@h.example.com/ failed"))

@@ -550,3 +550,9 @@ def test_the_docs_show_the_gke_driver_pins():
     start, end = "<!-- BEGIN gke driver -->\n", "\n<!-- END gke driver -->"
     shown = text[text.index(start) + len(start) : text.index(end)]
     assert shown.splitlines() == gke_driver_table(VERSIONS)
+
+
+@pytest.mark.parametrize(("objects", "existing", "name"), [("x", None, "objects"), ([], [1, 2], "existing")])
+def test_objects_to_apply_refuses_what_is_not_a_list_of_objects(objects, existing, name):
+    with pytest.raises(GpufleetError, match=f"^{name}: expected a list of Kubernetes objects"):
+        objects_to_apply(objects, existing)
