@@ -373,7 +373,12 @@ def mode_sizes(root: Path, clusters: list[int], playbook: str) -> None:
             ANSIBLE_STDOUT_CALLBACK="json",
             ANSIBLE_SHOW_CUSTOM_STATS="true",
         )
-        sizes, stats = task_sizes(cost.stdout)
+        try:
+            sizes, stats = task_sizes(cost.stdout)
+        except ValueError:  # not the json callback's document: the playbook failed before it printed one
+            raise SystemExit(
+                f"{playbook} gave no JSON document; its output ends with:\n{cost.stdout[-4000:]}"
+            ) from None
         print(
             f"{playbook}, {n} clusters ({cost.wall:.0f} s wall, {cost.cpu:.0f} s CPU, {cost.rss_mb:.0f} MB; {load()})"
         )

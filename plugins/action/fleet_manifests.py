@@ -8,6 +8,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import SERVICE_KIND, workload_kinds
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    LABEL_CLUSTER,
     LABEL_DEPLOYMENT,
     SERVING_OWNER,
     identity_of,
@@ -16,6 +17,8 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy impo
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction, read_objects
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan_io import write_applied
 from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import budgets, object_key, plan_render
+from ansible_collections.gpufleet.serving.plugins.module_utils.routing import still_routed
+from ansible_collections.gpufleet.serving.plugins.module_utils.routing_hub import read_routing_artifact
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -67,17 +70,30 @@ class ActionModule(GpufleetAction):
                 fleet.name,
             )
             kept |= rollout.kept
+            # Fleet routing (docs/routing.md): replicas the last routing file still sends traffic to keep their files
+            # this run, while the routing file written after this task gives them weight 0; the next run removes them.
+            routed = still_routed(read_routing_artifact(args["render_dir"], fleet.name), args["replicas"])
+            routed_held: set[tuple[str, str]] = set()
+
+            def keep_left(rel: str, obj: Any) -> bool:
+                labels = ((obj.get("metadata") or {}).get("labels") or {}) if isinstance(obj, dict) else {}
+                return rel in kept or str(labels.get(LABEL_DEPLOYMENT) or "") in held
 
             def keep(rel: str, obj: Any) -> bool:
                 labels = ((obj.get("metadata") or {}).get("labels") or {}) if isinstance(obj, dict) else {}
-                return rel in kept or str(labels.get(LABEL_DEPLOYMENT) or "") in held
+                pair = (str(labels.get(LABEL_DEPLOYMENT) or ""), str(labels.get(LABEL_CLUSTER) or ""))
+                if pair in routed:
+                    routed_held.add(pair)
+                    return True
+                return keep_left(rel, obj)
 
             for cluster, objs in objects.items():
                 later = rollout.held_back.get(cluster, set())
                 now = [o for o in objs if object_key(o) not in later] if later else objs
                 txn.plan(cluster, now, SERVING_OWNER, prune=args["prune"], keep=keep, fleet=fleet)
             if args["prune"] and args["prune_other_clusters"]:
-                txn.prune_other_clusters(objects, SERVING_OWNER, keep_file=keep, fleet=fleet)
+                # A cluster that left the inventory is not held for routing: the inventory no longer routes to it.
+                txn.prune_other_clusters(objects, SERVING_OWNER, keep_file=keep_left, fleet=fleet)
             outcome = txn.commit()
             if args["plan_record"] and not self._task.check_mode:
                 # Which plan each cluster's files now come from (an older plan is refused by the next apply).
@@ -91,6 +107,7 @@ class ActionModule(GpufleetAction):
                 "file_lines": outcome.lines(),
                 "rollout": rollout.to_dict(),
                 "rollout_lines": rollout.lines(),
+                "routing_held": [{"deployment": d, "cluster": c} for d, c in sorted(routed_held)],
             }
         changed = bool(result["written"] or result["removed"])
         if args["render_dir"]:

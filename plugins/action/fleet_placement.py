@@ -6,9 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.artifacts import bounded_results, placement_summary
-from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import pool_notes, usable_nodes
+from ansible_collections.gpufleet.serving.plugins.module_utils.artifacts import (
+    bounded_cold,
+    bounded_lines,
+    bounded_results,
+    placement_summary,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import pool_notes, queue_quotas, usable_nodes
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    CACHE_OWNER,
     LABEL_CLUSTER,
     SERVING_OWNER,
     describe_object,
@@ -24,6 +30,12 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.guard import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects, recover, tree_token
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan_io import make_plan
+from ansible_collections.gpufleet.serving.plugins.module_utils.warm_first import (
+    HYDRATED,
+    STAGED,
+    cold_lines,
+    warmth_from_volumes,
+)
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -49,6 +61,10 @@ class ActionModule(GpufleetAction):
             (str(((o.get("metadata") or {}).get("labels") or {}).get(LABEL_CLUSTER) or "?"), o, None)
             for o in args["observed_objects"]
         ]
+        # The caches' PVCs read with the Services (apply mode) say where each cache is hydrated (warm_first.py); they
+        # are no replicas, and an unlabelled one only counts as cold (the cache role decides about adopting it).
+        pvcs = [item for item in objects if item[1].get("kind") == "PersistentVolumeClaim"]
+        objects = [item for item in objects if item[1].get("kind") != "PersistentVolumeClaim"]
         token = None
         if args["render_dir"]:
             # Fingerprint first: fleet_manifests refuses to write if another run changes the directory after this read.
@@ -69,6 +85,17 @@ class ActionModule(GpufleetAction):
                 item[2] if item[2] else describe_object(item[1], item[0]) for item in owned.undecided
             )
         seen = observe(owned.mine)
+        # Warm-first placement (warm_first.py): where each cache is already hydrated (apply mode: the PVCs' record of
+        # the source they were hydrated from) or staged (render mode: the cache PVC files already rendered).
+        if args["render_dir"]:
+            pvcs = [
+                (c, obj, rel)
+                for c, rel, obj in read_objects(
+                    args["render_dir"], selector=CACHE_OWNER, kinds=["PersistentVolumeClaim"]
+                )
+            ]
+        volumes = [(item[0], item[1]) for item in identity.split(pvcs, lambda i: object_labels(i[1])).mine]
+        warmth = warmth_from_volumes(volumes, fleet.get("caches") or [], STAGED if args["render_dir"] else HYDRATED)
         # Apply mode: what an unreachable cluster runs is not known; it keeps what was recorded at the last successful
         # run (fallback_replicas). Render mode: the render directory is the record (observed capacity may still find
         # a cluster unreachable: it takes no new replicas and keeps its files' replicas).
@@ -87,9 +114,13 @@ class ActionModule(GpufleetAction):
             capacity_notes=pool_notes(states),
             force_drain=args["force_drain"],
             explain=explain,
+            warmth=warmth,
+            # Issue 33: each deployment's own Kueue queue bounds where it is placed (observed capacity only).
+            queue_quota=queue_quotas(states) if args["capacity"] == "observed" else None,
         )
         shortfalls, degraded, status = outcome.shortfalls(), outcome.degraded(), outcome.statuses()
         results = bounded_results(outcome.results, status, explain=explain)  # issue 26: bounded at any fleet size
+        cold, cold_count = bounded_cold(outcome.cold)
         # Guarded shrink: what this run removes, and whether a deployment would lose serving capacity.
         floors = {d["name"]: (d.get("disruption") or {}).get("min_available") for d in fleet["deployments"]}
         losses = capacity_losses(outcome.results, observed, allow=allow, min_available=floors)
@@ -116,6 +147,10 @@ class ActionModule(GpufleetAction):
             "unreadable": [s.to_dict() for s in seen.skipped],
             "unreadable_lines": [s.line() for s in seen.skipped],
             "held": seen.held(),
+            # Bounded like results at any fleet size (cold replicas first; the plan's placement.cold has every one).
+            "cold": cold,
+            "cold_count": cold_count,
+            "cold_lines": bounded_lines(cold_lines(outcome.cold, fleet.get("caches") or []), "cold replicas"),
         }
         if args["grouped"]:
             result["by_deployment"] = outcome.by_deployment()
@@ -140,6 +175,14 @@ class ActionModule(GpufleetAction):
                     "observed": [{k: r.get(k) for k in ("deployment", "cluster", "index")} for r in observed],
                     "table": result["table"],
                     "explain": result["explain"],
+                    # Per replica of a deployment mounting a cache: cold or warm, a cold one's ETA (warm_first.py).
+                    "cold": outcome.cold,
+                    # Issue 33: the configured autoscaling bounds (fleet and per cluster) and each cluster's queue.
+                    **{
+                        key: {n: r[key] for n, r in outcome.results.items() if r.get(key)}
+                        for key in ("autoscaling", "queues", "queue_quota")
+                        if any(r.get(key) for r in outcome.results.values())
+                    },
                 },
                 drained=drained,
                 mode=args["mode"],

@@ -66,4 +66,7 @@ class ActionModule(GpufleetAction):
             "status": dict(placement.get("status") or {}),
             "degraded": list(placement.get("degraded") or []),
             "routing": {dep: {c: w for c, w in per.items() if c in mine} for dep, per in plan.routing.items()},
+            # Fleet routing is the whole plan's (gpufleet.serving.fleet_routing), whichever clusters this play has.
+            "fleet_routing": plan.routing,
+            "dropped": list(placement.get("dropped") or []),
         }

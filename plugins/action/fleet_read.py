@@ -14,6 +14,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import (
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import identity_of
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import Read, connect, read_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.placement import validate_classes
+from ansible_collections.gpufleet.serving.plugins.module_utils.queues import KUEUE_KINDS, uses_kueue
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -29,6 +30,10 @@ class ActionModule(GpufleetAction):
         ]
         # The capacity kinds are read after the asked ones and observed here: only the observation is returned.
         capacity_reads = [Read(api_version, kind) for api_version, kind in CAPACITY_KINDS] if fleet else []
+        if fleet and uses_kueue(fleet):
+            # Issue 33: a cluster's Kueue queue bounds its observed capacity (queues.apply_queue_quota), a deployment's
+            # own Kueue queue that deployment's placement (queues.deployment_queue_quotas).
+            capacity_reads += [Read(api_version, kind) for api_version, kind in KUEUE_KINDS]
         lists, read_errors = read_fleet(apis, reads + capacity_reads)
         errors.update(read_errors)
         n = len(reads)

@@ -1,7 +1,7 @@
 # Copyright: gpufleet.serving contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""Model cache filters: gpufleet.serving.cache_manifests, cache_job_status, cache_status_summary, and the apply-time
-decisions cache_job_action, cache_jobs_to_delete and cache_adopted_volume.
+"""Model cache filters: gpufleet.serving.cache_manifests, cache_staged, cache_follow_removal, cache_job_status, cache_status_summary, and the
+apply-time decisions cache_job_action, cache_jobs_to_delete and cache_adopted_volume.
 
 Documentation is in the ``<filter>.yml`` sidecars beside this file; the logic is
 ``plugins/module_utils/cache_objects.py`` and ``plugins/module_utils/cache_apply.py``.
@@ -12,6 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.adapters import (
+    annotate_adapter_objects,
+    staged_adapter_caches,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_apply import (
     adopted_volume_decision,
     job_decision,
@@ -23,6 +27,11 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects imp
     cache_objects,
     job_status,
     summarize_status,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import (
+    ADAPTER_KEY,
+    follow_removal,
+    staged_clusters,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import FleetIdentity, parse_adopt
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
@@ -74,14 +83,84 @@ def cache_manifests(
         raise GpufleetError(f"adopted_check must be true or false (got {adopted_check!r})")
     name = FleetIdentity.parse(_plain(fleet), name_var="fleet").name
     opts = HydrationOptions.from_mapping({**_plain(options or {}), **_plain(kwargs)})
-    return cache_objects(
-        _plain(cache),
+    plain = _plain(cache)
+    objects = cache_objects(
+        plain,
         _plain(cluster),
         str(hydrator),
         storage_class=None if storage_class is None else str(storage_class),
         options=opts,
         adopted_check=adopted_check,
         fleet=name,
+    )
+    adapter = plain.get(ADAPTER_KEY) if isinstance(plain, Mapping) else None
+    if isinstance(adapter, Mapping):  # a deployment's LoRA adapter (cache_staged adds them): an adapter artifact
+        objects = annotate_adapter_objects(objects, adapter.get("revision"))
+    return objects
+
+
+@gpufleet_filter
+def cache_staged(caches: Any, deployments: Any = None, replicas: Any = None) -> list[dict[str, Any]]:
+    """``fleet.caches | gpufleet.serving.cache_staged(fleet.deployments, plan.replicas)``: each cache's
+    ``candidate_clusters`` narrowed to where it is staged (``follow`` caches: where their deployments are placed)."""
+    if isinstance(caches, (str, Mapping)) or not isinstance(caches, (list, tuple)):
+        raise GpufleetError("the input must be the fleet's caches (fleet_info's fleet.caches)")
+    if isinstance(deployments, (str, Mapping)) or not isinstance(deployments, (list, tuple)):
+        raise GpufleetError("deployments must be the fleet's deployments (fleet_info's fleet.deployments)")
+    if replicas is not None and (isinstance(replicas, (str, Mapping)) or not isinstance(replicas, (list, tuple))):
+        raise GpufleetError("replicas must be the plan's replica records, or none when there is no plan")
+    plan = None if replicas is None else _plain(list(replicas))
+    # The fleet's caches, then each deployment's LoRA adapters as caches that follow the deployment (adapters.py).
+    return staged_clusters(_plain(list(caches)), _plain(list(deployments)), plan) + staged_adapter_caches(
+        _plain(list(deployments)), plan
+    )
+
+
+def _records(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (str, Mapping)) or not isinstance(value, (list, tuple)):
+        raise GpufleetError(f"{what} must be a list (got {type(value).__name__})")
+    return _plain(list(value))
+
+
+@gpufleet_filter
+def cache_follow_removal(
+    cache: Any,
+    cluster: Any = None,
+    objects: Any = None,
+    users: Any = None,
+    deployments: Any = None,
+    replicas: Any = None,
+    fleet: Any = None,
+    adopt_unlabelled: Any = None,
+    outside_play: Any = None,
+    allow_partial_play: Any = False,
+) -> dict[str, Any]:
+    """``cache | gpufleet.serving.cache_follow_removal(inventory_hostname, objects, users, ...)``: whether a follow
+    cache's objects are deleted from a cluster the placement left."""
+    if not isinstance(cache, Mapping):
+        raise GpufleetError("the input must be one cache as cache_staged returns it")
+    if not isinstance(cluster, str) or not cluster:
+        raise GpufleetError("cluster is required (the cluster's inventory name)")
+    if not isinstance(allow_partial_play, bool):
+        raise GpufleetError(f"allow_partial_play must be true or false (got {allow_partial_play!r})")
+    try:
+        adopt = parse_adopt(_plain(adopt_unlabelled))
+    except ValueError as exc:
+        raise GpufleetError(f"adopt_unlabelled {exc}") from exc
+    name = FleetIdentity.parse(_plain(fleet), name_var="fleet").name
+    return follow_removal(
+        _plain(cache),
+        cluster,
+        _records(objects, "objects"),
+        _records(users, "users"),
+        deployments=_records(deployments, "deployments"),
+        replicas=_records(replicas, "replicas"),
+        fleet=name,
+        adopt_unlabelled=adopt,
+        outside_play=[str(c) for c in _records(outside_play, "outside_play")],
+        allow_partial_play=allow_partial_play,
     )
 
 
@@ -159,6 +238,8 @@ class FilterModule:
     def filters(self) -> dict[str, Any]:
         return filter_map(
             cache_manifests,
+            cache_staged,
+            cache_follow_removal,
             cache_job_status,
             cache_status_summary,
             cache_job_action,

@@ -262,3 +262,45 @@ def placement_summary(
         return out
 
     return fit_size(build, len(_SUMMARY_STEPS), limit)
+
+
+#: ``fleet_placement``'s ``cold`` return value (and ``cold_lines``), in characters of JSON each.
+COLD_LIMIT = 100_000
+
+
+def bounded_cold(
+    starts: Iterable[Mapping[str, Any]], *, limit: int = COLD_LIMIT
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """``(cold, count)``: ``fleet_placement``'s ``cold`` - the replicas that start cold first (in placement order),
+    then the warm ones - cut to at most ``limit`` characters of JSON, and ``count``: ``{cold, warm, omitted}`` (the
+    cold and warm replicas of the whole placement, and how many entries were left out). The plan's
+    ``placement.cold`` keeps every entry."""
+    items = [dict(s) for s in starts]
+    ordered = [s for s in items if s.get("cold")] + [s for s in items if not s.get("cold")]
+    kept: list[dict[str, Any]] = []
+    used = 2  # "[]"
+    for item in ordered:
+        cost = size(item) + (2 if kept else 0)  # ", " between entries
+        if used + cost > limit:
+            break
+        kept.append(item)
+        used += cost
+    cold = sum(1 for s in items if s.get("cold"))
+    return kept, {"cold": cold, "warm": len(items) - cold, "omitted": len(items) - len(kept)}
+
+
+def bounded_lines(lines: Iterable[str], what: str, *, limit: int = COLD_LIMIT) -> list[str]:
+    """``lines`` cut to at most ``limit`` characters of JSON; when some were left out, a last line counts them
+    (``... and N more <what>``)."""
+    items = list(lines)
+    kept: list[str] = []
+    used = 2
+    for line in items:
+        cost = size(line) + (2 if kept else 0)
+        if used + cost > limit - 200:  # room for the last line
+            break
+        kept.append(line)
+        used += cost
+    if len(kept) < len(items):
+        kept.append(f"... and {len(items) - len(kept)} more {what} (the plan file lists every one)")
+    return kept

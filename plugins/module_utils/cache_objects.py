@@ -29,7 +29,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import contract
+from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import STAGING_KEYS
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.hydrator_exit import status_meanings
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     HTTP_PASSWORD_KEY,
     HTTP_URL_SECRET_KEY,
@@ -107,23 +109,14 @@ SCRIPT_HASH_LEN = 8
 STATUSES = ("Rendered", "Ready", "Hydrating", "Pending", "Failed")
 # Hydrator options derived from the cache itself; extra_args may not repeat them, nor any abbreviation of them (the
 # hydrator's parser takes none, allow_abbrev=False, but an older hydrator image would).
-RESERVED_ARGS = frozenset({"--source", "--dest", "--revision", "--endpoint-url", "--include", "--exclude", "--workers"})
+RESERVED_ARGS = frozenset(
+    {"--source", "--dest", "--revision", "--endpoint-url", "--include", "--exclude", "--workers", "--layout"}
+)
 CHECK_JOB_PREFIX = "gpufleet-check-"
 
-# roles/model_cache/files/hydrate.py exit codes (hydrate.py --help), plus what the kubelet reports.
-EXIT_CODES: dict[int, str] = {
-    1: "unexpected error",
-    2: "usage or path error (bad arguments, unsafe remote path, a remote name too long for the volume, symlink in the "
-    "destination)",
-    3: "authentication or authorization failed (bad or missing credentials, gated repository)",
-    4: "not found (repository, revision, bucket, prefix, object or URL; or nothing matched include/exclude)",
-    5: "disk full (the volume is too small for the model: raise size)",
-    6: "size or digest mismatch persisted after re-fetches",
-    7: "network or server errors persisted after retries (safe to retry)",
-    130: "interrupted",
-    137: "killed (SIGKILL: out of memory, or the Job's deadline)",
-    143: "terminated (SIGTERM)",
-}
+# roles/model_cache/files/hydrate.py exit codes (hydrate.py --help), plus what the kubelet reports: one table,
+# plugins/module_utils/hydrator_exit.py, embedded in the hydrator.
+EXIT_CODES: dict[int, str] = status_meanings()
 # Pod waiting reasons that do not fix themselves.
 STUCK_REASONS = frozenset({"CreateContainerConfigError", "InvalidImageName", "ErrImageNeverPull"})
 
@@ -288,7 +281,8 @@ def as_cache(cache: Any) -> ModelCache:
         raise CacheObjectsError(
             f"a cache must be a mapping (an entry of gpufleet_model_caches), got {type(cache).__name__}"
         )
-    data = {k: v for k, v in cache.items() if k != "candidate_clusters"}
+    # Keys fleet_info and cache_staged add (where the cache may be / is staged) are not the cache's own fields.
+    data = {k: v for k, v in cache.items() if k != "candidate_clusters" and k not in STAGING_KEYS}
     return parse(ModelCache, data, f"gpufleet_model_caches[name={data.get('name', '?')}]")
 
 
@@ -369,6 +363,8 @@ def hydrator_args(cache: ModelCache, workers: int, extra_args: Sequence[str] = (
         args += ["--include", pattern]
     for pattern in exclude:
         args += ["--exclude", pattern]
+    if cache.layout != "flat":
+        args += ["--layout", cache.layout]  # the flat default is left out: its Jobs keep their names
     args += ["--workers", str(workers)]
     return args + list(extra_args)
 
@@ -639,7 +635,8 @@ def cache_objects(
     adopted_check: bool = False,
     fleet: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The objects ``cache`` needs on ``cluster``: ``[PVC, ConfigMap, Job]``, or ``[]`` for an adopted PVC.
+    """The objects ``cache`` needs on ``cluster``: ``[PVC, ConfigMap, Job]``, or ``[]`` for an adopted PVC or an OCI
+    model image (``source.oci``: mounted as an image volume by the serving pods, nothing is staged).
 
     ``fleet`` (``gpufleet_fleet_name``) labels every object ``gpufleet.io/fleet=<fleet>``, on its own metadata only:
     the Job's pod template (and so its name, a hash of it) stays the same, so naming a fleet re-hydrates nothing.
@@ -651,7 +648,9 @@ def cache_objects(
     model = as_cache(cache)
     name, cluster_class = cluster_name_and_class(cluster, storage_class)
     opts = options if isinstance(options, HydrationOptions) else HydrationOptions.from_mapping(options)
-    if model.storage.backend == "existing_pvc":
+    if model.image_volume:
+        objects = []  # source.oci: an image volume the kubelet pulls (cache_image.py); nothing to stage
+    elif model.storage.backend == "existing_pvc":
         objects = [adopted_check_job(model, name, opts)] if adopted_check else []
     else:
         chosen = resolve_storage_class(model, name, cluster_class)
@@ -739,6 +738,21 @@ def _pod_facts(pod: Mapping[str, Any] | None) -> dict[str, Any]:
     return facts
 
 
+def _seconds_between(start: Any, end: Any) -> int | None:
+    """Whole seconds between two RFC 3339 times (a Job's ``startTime`` / ``completionTime``), None if either is
+    missing or unreadable, or the interval is negative."""
+    import datetime
+
+    try:
+        first = datetime.datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+        last = datetime.datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if start is None or end is None or last < first:
+        return None
+    return int((last - first).total_seconds())
+
+
 def job_status(job: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Interpret a hydration (or check) Job and its pods as read with ``kubernetes.core.k8s_info``.
 
@@ -765,6 +779,10 @@ def job_status(job: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]] 
             message = f"Job {name} succeeded: the completion manifest is on the volume"
             if status.get("startTime") and status.get("completionTime"):
                 message += f" ({status['startTime']} - {status['completionTime']})"
+            # How long it took (warm_first: the cluster's measured hydration throughput), when the times parse.
+            seconds = _seconds_between(status.get("startTime"), status.get("completionTime"))
+            if seconds is not None:
+                out["seconds"] = seconds
             return {**out, "status": "Ready", "reason": "Complete", "message": message, "finished": True}
     for kind in ("Failed", "FailureTarget"):
         if kind in conds:

@@ -316,6 +316,8 @@ class ClusterState:
     unknown_pools: list[str] = field(default_factory=list)
     #: Allocated claims of other workloads holding devices on the cluster's pools.
     foreign_claims: list[str] = field(default_factory=list)
+    #: Issue 33: per deployment naming its own Kueue queue, what that queue admits here (queues.deployment_queue_quotas).
+    queue_quota: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def drift(self) -> list[str]:
         """One line per difference between what is declared and what is observed (empty when none)."""
@@ -336,6 +338,7 @@ class ClusterState:
             "unknown_pools": self.unknown_pools,
             "foreign_claims": self.foreign_claims,
             "drift": self.drift(),
+            **({"queue_quota": self.queue_quota} if self.queue_quota else {}),
         }
 
 
@@ -504,18 +507,37 @@ def observe_fleet(
         by_kind: dict[str, list[Mapping[str, Any]]] = {"Node": [], "ResourceSlice": [], "ResourceClaim": []}
         for obj in objects[name]:
             by_kind.setdefault(str(obj.get("kind")), []).append(obj)
-        states.append(
-            observe_cluster(
-                name,
-                declared_pools(cluster),
-                classes,
-                by_kind["Node"],
-                by_kind["ResourceSlice"],
-                by_kind["ResourceClaim"],
-                None if owned is None else owned.get(name, frozenset()),
-            )
+        state = observe_cluster(
+            name,
+            declared_pools(cluster),
+            classes,
+            by_kind["Node"],
+            by_kind["ResourceSlice"],
+            by_kind["ResourceClaim"],
+            None if owned is None else owned.get(name, frozenset()),
         )
+        if cluster.get("queue"):  # issue 33: the cluster's Kueue queue admits no more than its quota (queues.py)
+            from ansible_collections.gpufleet.serving.plugins.module_utils.queues import apply_queue_quota
+
+            apply_queue_quota(state, cluster["queue"], classes, by_kind)
+        if by_kind.get("LocalQueue") is not None or by_kind.get("ClusterQueue") is not None:
+            # Issue 33: each deployment's own Kueue queue (its LocalQueue -> ClusterQueue), bounding that deployment.
+            from ansible_collections.gpufleet.serving.plugins.module_utils.queues import deployment_queue_quotas
+
+            state.queue_quota = deployment_queue_quotas(fleet, name, classes, by_kind)
+        states.append(state)
     return states
+
+
+def queue_quotas(states: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{cluster: {deployment: quota}}`` of observations in their dict shape (``queue_quota``, issue 33): what each
+    deployment's own Kueue queue admits on each cluster it was observed on."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for index, state in enumerate(states):
+        cluster, _pools = _pools_of(state, index)
+        if state.get("queue_quota"):
+            out[cluster] = {str(d): dict(q) for d, q in state["queue_quota"].items()}
+    return out
 
 
 # What placement reads back from the observations (:meth:`ClusterState.to_dict`, as ``fleet_read`` returns them).

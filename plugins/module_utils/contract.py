@@ -272,6 +272,10 @@ ANNOTATION_SOURCE = "gpufleet.io/source"
 ANNOTATION_REVISION = "gpufleet.io/revision"
 #: Set on the PVC (apply mode) to the name of the Job that hydrated it, once that Job succeeded.
 ANNOTATION_HYDRATED_BY = "gpufleet.io/hydrated-by"
+#: Set on the PVC with hydrated-by: the source (``<uri>@<revision>``) the volume holds, and how many seconds its
+#: hydration took. Placement prefers clusters whose volume holds the cache's current source (warm_first.py).
+ANNOTATION_HYDRATED_SOURCE = "gpufleet.io/hydrated-source"
+ANNOTATION_HYDRATION_SECONDS = "gpufleet.io/hydration-seconds"
 #: Apply mode: the digest of the rendered object last server-side applied (fleet_k8s.is_current skips re-applying
 #: an object that carries the digest of the same rendering and still holds every value it sets).
 ANNOTATION_APPLIED_DIGEST = "gpufleet.io/applied-digest"

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import provider_rules
+from ansible_collections.gpufleet.serving.plugins.module_utils.cache_image import image_volume_errors
+from ansible_collections.gpufleet.serving.plugins.module_utils.catalog import pool_class_hint
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     ADOPT_UNLABELLED_VAR,
     fleet_identity_errors,
@@ -21,6 +23,8 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    CACHE_FOLLOW,
+    SPILLOVER_TIER_MAX,
     Cluster,
     InferenceClass,
     ModelCache,
@@ -56,6 +60,9 @@ CLUSTER_VARS = {
     "cache_storage_class": "gpufleet_cache_storage_class",
     "ready": "gpufleet_ready",
     "kubernetes_version": "gpufleet_kubernetes_version",
+    "queue": "gpufleet_queue",
+    "prometheus_url": "gpufleet_prometheus_url",
+    "hydration_throughput": "gpufleet_hydration_throughput",
 }
 
 PatternResolver = Callable[[str], list[str]]
@@ -313,7 +320,13 @@ def validate_fleet(
         for pi, pool in enumerate(parsed.node_pools):
             path = f"hostvars[{hname!r}].gpufleet_node_pools[{pi}].class"
             if pool.class_ not in parsed_classes and pool.class_ not in classes:  # not merely invalid: unknown
-                errors.append((path, f"unknown inference class {pool.class_!r}{did_you_mean(pool.class_, classes)}"))
+                errors.append(
+                    (
+                        path,
+                        f"unknown inference class {pool.class_!r}{did_you_mean(pool.class_, classes)}"
+                        + pool_class_hint(pool.class_),
+                    )
+                )
     # What provisioning would refuse (provider_rules: the same checks and messages as provision.yml): the pools of
     # every GKE and EKS cluster, and the provider block of each class such a pool uses (once per class).
     for parsed in parsed_clusters.values():
@@ -383,18 +396,20 @@ def validate_fleet(
         cache_paths=cache_paths,
     )
     fleet_names = set(parsed_clusters)
+    mounted = _resolve_cache_clusters(parsed_caches, parsed_deployments)
     sources: list[tuple[dict[str, str], Sequence[ModelDeployment | ModelCache], dict[str, list[str]]]] = [
         (deployment_paths, parsed_deployments, fleet.targets),
-        (cache_paths, parsed_caches, fleet.cache_targets),
+        (cache_paths, [c for c in parsed_caches if not c.follows], fleet.cache_targets),
     ]
     for paths, items, target in sources:
         for item in items:
             where = paths[item.name]
+            pattern = item.clusters or "gpufleet_clusters"  # a cache's is resolved above (never None here)
             if resolve_pattern is None:
                 names = sorted(fleet_names)
             else:
                 try:
-                    names = sorted(set(resolve_pattern(item.clusters)) & fleet_names)
+                    names = sorted(set(resolve_pattern(pattern)) & fleet_names)
                 except GpufleetError as exc:
                     errors.append((f"{where}.clusters", str(exc)))
                     continue
@@ -406,20 +421,74 @@ def validate_fleet(
                 errors.append(
                     (
                         f"{where}.clusters",
-                        f"host pattern {item.clusters!r} matches no cluster of the fleet "
+                        f"host pattern {pattern!r} matches no cluster of the fleet "
                         f"({', '.join(sorted(fleet_names)) or 'the fleet has no clusters'}); check the group names"
-                        + _pattern_suggestions(item.clusters, fleet_names, host_groups),
+                        + _pattern_suggestions(pattern, fleet_names, host_groups),
                     )
                 )
                 continue
             target[item.name] = names
+    errors.extend(_follow_targets(fleet, mounted, partial))
     errors.extend(_claim_name_errors(parsed_caches, fleet.cache_targets, cache_paths))
+    # source.oci: an image volume needs Kubernetes 1.36 on every cluster the cache may be staged on (issue 30).
+    errors.extend(image_volume_errors(parsed_caches, fleet.cache_targets, cache_paths, parsed_clusters))
+    errors.extend(spillover_tier_errors(fleet, hosts))
     follow_errors = _follow_caches(fleet)
     if not partial:
         errors.extend(follow_errors)
     if errors:
         raise FleetValidationError(name_errors(errors, roots))
     return fleet
+
+
+#: A cluster's routing tier (routing.PRIORITY_VAR; spelled here so fleet.py does not import the routing module, and a
+#: unit test keeps the two equal).
+ROUTING_PRIORITY_VAR = "gpufleet_routing_priority"
+
+
+def _routing_tier(value: Any) -> int | None:
+    """A cluster's ``gpufleet_routing_priority`` as routing reads it (unset: 0; a survey's text: its number), or None
+    when it is not an integer (routing.cluster_settings reports that, naming the variable)."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def spillover_tier_errors(fleet: Fleet, hosts: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Every ``external_endpoints[].priority`` of a deployment must be greater than the ``gpufleet_routing_priority``
+    of every cluster the deployment may be placed on: spillover is the last resort, tried only when no tier of the
+    fleet's own replicas can serve (a router tries the lower tier first)."""
+    tiers = {name: _routing_tier((hosts.get(name) or {}).get(ROUTING_PRIORITY_VAR)) for name in fleet.clusters}
+    errors: list[tuple[str, str]] = []
+    for i, dep in enumerate(fleet.deployments):
+        if not dep.external_endpoints:
+            continue
+        clusters = fleet.targets.get(dep.name) or sorted(fleet.clusters)
+        known = {c: t for c in clusters if (t := tiers.get(c)) is not None}
+        for j, ext in enumerate(dep.external_endpoints):
+            under = sorted((c, t) for c, t in known.items() if t >= ext.priority)
+            if not under:
+                continue
+            listed = ", ".join(f"{c}={t}" for c, t in under)
+            top = max(known.values())
+            fix = (
+                f"use priority {top + 1} or more, or lower those clusters' tier"
+                if top < SPILLOVER_TIER_MAX
+                else f"lower those clusters' tier below {SPILLOVER_TIER_MAX} (the highest spillover tier)"
+            )
+            errors.append(
+                (
+                    f"{fleet.deployment_path(i, dep.name)}.external_endpoints[{j}].priority",
+                    f"spillover tier {ext.priority} of endpoint {ext.name!r} must be greater than the "
+                    f"{ROUTING_PRIORITY_VAR} of every cluster the deployment may use, but {listed} (a lower tier is "
+                    f"tried first: the endpoint would take requests before the fleet's own replicas); {fix}",
+                )
+            )
+    return errors
 
 
 def _duplicate(kind: str, name: str, path: str, first: str) -> str:
@@ -439,6 +508,43 @@ def _pattern_suggestions(pattern: str, clusters: Iterable[str], host_groups: Map
         if name and not any(c in name for c in "*?~[") and name not in known and name != "all":
             out.append(f"; {name!r} is not a group or cluster of the fleet{did_you_mean(name, known)}")
     return "".join(out)
+
+
+def _resolve_cache_clusters(
+    caches: Sequence[ModelCache], deployments: Sequence[ModelDeployment]
+) -> dict[str, list[str]]:
+    """Resolve each cache's unset ``clusters``: ``follow`` when a deployment mounts it, else ``gpufleet_clusters`` (a
+    cache nobody mounts is pre-warmed, as before). Returns ``{cache: [deployments mounting it]}``."""
+    mounted: dict[str, list[str]] = {}
+    for dep in deployments:
+        if dep.cache is not None:
+            mounted.setdefault(dep.cache, []).append(dep.name)
+    for cache in caches:
+        if cache.clusters is None:
+            cache.clusters = CACHE_FOLLOW if cache.name in mounted else "gpufleet_clusters"
+    return mounted
+
+
+def _follow_targets(fleet: Fleet, mounted: Mapping[str, list[str]], partial: bool) -> list[tuple[str, str]]:
+    """A ``follow`` cache may be staged wherever a deployment that mounts it may go (the union of their candidate
+    clusters); where it *is* staged is decided from the placement (cache_placement.staged_clusters)."""
+    errors = []
+    for i, cache in enumerate(fleet.caches):
+        if not cache.follows:
+            continue
+        deps = mounted.get(cache.name, [])
+        fleet.cache_targets[cache.name] = sorted({c for d in deps for c in fleet.targets.get(d, [])})
+        if not deps and not partial:
+            where = fleet.cache_paths.get(cache.name) or f"{CACHES_VAR}[{i}]"
+            errors.append(
+                (
+                    f"{where}.clusters",
+                    f"{CACHE_FOLLOW!r} stages the cache where the deployments that mount it are placed, but no "
+                    f"deployment mounts cache {cache.name!r}; give it a host pattern to pre-warm clusters "
+                    "(e.g. gpufleet_clusters)",
+                )
+            )
+    return errors
 
 
 def _follow_caches(fleet: Fleet) -> list[tuple[str, str]]:

@@ -36,6 +36,12 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.placement import 
     validate_clusters,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.records import ReplicaRecord
+from ansible_collections.gpufleet.serving.plugins.module_utils.warm_first import (
+    Warmth,
+    cold_lines,
+    cold_starts,
+    warm_clusters,
+)
 
 PLACEMENT_ANNOTATION = ANNOTATION_PLACEMENT  # kept for importers; the contract module owns it
 READY = "Ready"
@@ -157,6 +163,10 @@ class FleetPlacement:
     #: Deployments placed with ``explain``: per cluster and pool, why each is or is not a candidate
     #: (``{deployment: {cluster: {reason, pools: {pool: why}}}}``, placement's ``candidates``).
     candidates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per placed replica of a deployment mounting a cache: cold or warm, and a cold one's ETA (warm_first.cold_starts).
+    cold: list[dict[str, Any]] = field(default_factory=list)
+    #: The fleet's caches (sizes for the cold-start lines).
+    caches: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -243,6 +253,8 @@ class FleetPlacement:
             lines.extend(
                 f"  {line}" for line in candidate_lines(self.candidates[name], self.capacity_notes, max_groups)
             )
+        lines.extend(f"  {line}" for line in cold_lines([c for c in self.cold if c["deployment"] == name], self.caches))
+        lines.extend(f"  {cluster}: {note}" for cluster, note in (res.get("queue_quota") or {}).items())
         return lines
 
 
@@ -351,6 +363,8 @@ def place_fleet(
     capacity_notes: Mapping[str, Mapping[str, list[str]]] | None = None,
     force_drain: bool = False,
     explain: Iterable[str] = (),
+    warmth: Warmth | None = None,
+    queue_quota: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
 ) -> FleetPlacement:
     """Place every deployment of a normalised fleet (``fleet_info``'s ``fleet``), sharing capacity: higher
     ``priority`` first, list order among equal priorities (:func:`placement_order`); ``results`` are in that order.
@@ -360,6 +374,10 @@ def place_fleet(
     name the observed causes in the explain lines. A drain moves only the replicas whose replacement can be placed
     unless ``force_drain`` (see :func:`placement.plan`). Deployments named in ``explain`` (``gpufleet_explain``)
     also get ``candidates``: per cluster and pool, why each is or is not a candidate (:meth:`FleetPlacement.explain`).
+    ``warmth`` (warm_first.py): among equally loaded clusters a deployment's new replicas go first where its cache is
+    warm; every placed replica of a deployment mounting a cache is reported cold or warm (``cold``).
+    ``queue_quota`` (``{cluster: {deployment: quota}}``, capacity.queue_quotas): a deployment naming its own Kueue
+    queue is placed on each such cluster within what the queue's ClusterQueue admits (queues.quota_bounded_cluster).
     """
     require_pydantic()
     by_name = fleet_clusters(
@@ -378,9 +396,37 @@ def place_fleet(
         spec = {k: v for k, v in dep_data.items() if k != "candidate_clusters"}
         dep: ModelDeployment = parse(ModelDeployment, spec, "deployment")
         candidates = [models[name] for name in dep_data.get("candidate_clusters", []) if name in models]
-        result = plan(dep, classes, candidates, current, force_drain=force_drain, explain_pools=dep.name in explained)
+        quotas = {c: q[dep.name] for c, q in (queue_quota or {}).items() if dep.name in q and c in models}
+        if quotas:  # issue 33: its own Kueue queue admits no more than nominalQuota minus usage (queues.py)
+            from ansible_collections.gpufleet.serving.plugins.module_utils.queues import quota_bounded_cluster
+
+            bounded = {
+                c: validate_clusters([quota_bounded_cluster(by_name[c], classes, q, current, dep.name)], classes)[0]
+                for c, q in quotas.items()
+            }
+            candidates = [bounded.get(c.name, c) for c in candidates]
+        result = plan(
+            dep,
+            classes,
+            candidates,
+            current,
+            force_drain=force_drain,
+            explain_pools=dep.name in explained,
+            warm=warm_clusters(dep_data, warmth),
+        )
         current = [r for r in current if r.deployment != dep.name] + list(result.replicas)
         outcome.results[dep.name] = result.to_dict()
+        if dep.autoscaling is not None:  # the configured bounds and each cluster's (issue 33), not only replicas
+            from ansible_collections.gpufleet.serving.plugins.module_utils.autoscaling import bounds_summary
+
+            outcome.results[dep.name]["autoscaling"] = bounds_summary(dep, result.replicas)
+        queued = _queues_of(dep, fleet["clusters"], {r.cluster for r in result.replicas})
+        if queued:
+            outcome.results[dep.name]["queues"] = queued
+        if quotas:
+            from ansible_collections.gpufleet.serving.plugins.module_utils.queues import quota_note
+
+            outcome.results[dep.name]["queue_quota"] = {c: quota_note(q) for c, q in sorted(quotas.items())}
         if result.candidates is not None:
             outcome.results[dep.name].pop("candidates", None)  # not in results: explain shows it, bounded
             outcome.candidates[dep.name] = result.candidates
@@ -391,7 +437,22 @@ def place_fleet(
                 cluster, {"code": CODE_CACHE_NOT_HOSTED, "reason": why, "pools": {}}
             )
     outcome.replicas = [r.to_dict() for r in current]
+    outcome.cold = cold_starts(fleet, outcome.replicas, warmth)
+    outcome.caches = list(fleet.get("caches") or [])
     return outcome
+
+
+def _queues_of(dep: ModelDeployment, clusters: Iterable[Mapping[str, Any]], placed: set[str]) -> dict[str, str]:
+    """``{cluster: "kueue/<name>"}``: the queue the deployment's workloads are admitted through on each cluster that
+    holds replicas (its own ``queue``, else the cluster's ``gpufleet_queue``)."""
+    out: dict[str, str] = {}
+    for cluster in clusters:
+        name = str(cluster["name"])
+        default = cluster.get("queue")
+        queue = dep.queue.model_dump() if dep.queue is not None else default
+        if name in placed and queue:
+            out[name] = f"{queue['kind']}/{queue['name']}"
+    return out
 
 
 def fleet_manifests(fleet: Mapping[str, Any], replicas: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -408,7 +469,10 @@ def fleet_manifests(fleet: Mapping[str, Any], replicas: Iterable[Mapping[str, An
     placed: dict[str, list[Mapping[str, Any]]] = {}
     for r in replicas:
         placed.setdefault(r["deployment"], []).append(r)
+    from ansible_collections.gpufleet.serving.plugins.module_utils.serving_extensions import extend_objects
+
     out: dict[str, list[dict[str, Any]]] = {c["name"]: [] for c in fleet["clusters"]}
+    by_name = {c["name"]: c for c in fleet["clusters"]}
     for dep_data in fleet["deployments"]:
         mine = placed.get(dep_data["name"])
         if not mine:
@@ -417,7 +481,8 @@ def fleet_manifests(fleet: Mapping[str, Any], replicas: Iterable[Mapping[str, An
         dep, cache = prepare_deployment(spec, caches)
         records = ReplicaRecord.parse_list(mine, "replicas")
         for cluster, objects in render_deployment(dep, records, out, cache, options).items():
-            out[cluster].extend(objects)
+            # Adapters, queue labels, ScaledObjects (issue 33): serving_extensions.py.
+            out[cluster].extend(extend_objects(dep, records, cluster, objects, by_name.get(cluster)))
     return out
 
 

@@ -586,6 +586,8 @@ def report_document(
     doc["capacity_loss"] = [_plain_text(x) for x in placement.get("capacity_loss") or []]
     doc["unreadable"] = [_plain_text(x) for x in placement.get("unreadable") or []]
     doc["drift"] = [_text(line) for line in placement.get("drift_lines") or []]
+    # Replicas that start before their cache is hydrated, with an ETA (warm_first.py; fleet_placement's cold).
+    doc["cold"] = [_plain_text(x) for x in placement.get("cold") or []]
     doc["lines"] = [_text(line) for line in lines]
     if html_file:
         doc["html"] = html_file

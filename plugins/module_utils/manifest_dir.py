@@ -618,6 +618,41 @@ class Transaction:
         self._merge(result)
         return result
 
+    def plan_fleet_files(
+        self, subdir: str, files: Mapping[str, Mapping[str, Any]], owner: Mapping[str, str], fleet_name: str
+    ) -> SyncResult:
+        """Make ``<root>/_fleet/<subdir>/`` hold ``files`` (``{file name: object}``, written as they are: the fleet
+        routing of module_utils/routing.py); prune the files there whose object carries ``owner``'s labels and
+        ``gpufleet.io/fleet=<fleet_name>`` and is not among them (another fleet's files are never touched)."""
+        rel_dir = f"{FLEET_DIR}/{subdir}"
+        result = SyncResult(clusters=[FLEET_DIR])
+        planned: dict[str, str] = {}
+        for fname, obj in files.items():
+            if "/" in fname or fname.startswith(".") or not fname.endswith(".yaml") or "\\" in fname:
+                raise GpufleetError(f"manifest_dir: {fname!r} cannot be a file name under {rel_dir}")
+            rel = f"{rel_dir}/{fname}"
+            if rel in self._planned:
+                raise GpufleetError(f"manifest_dir: two objects would be written to {rel}")
+            planned[rel] = dump(obj)
+        check_path(self.root, f"{rel_dir}/_")  # the directory itself: never a symlink
+        for rel, text in planned.items():
+            check_path(self.root, rel)
+            current = _read_text(self.root / rel)
+            if current == text:
+                result.unchanged += 1
+            else:
+                self._add_write(result, rel, text, current)
+        for entry in _entries(self.root, self.root / rel_dir):
+            rel = f"{rel_dir}/{entry.name}"
+            if rel in planned or not entry.name.endswith(".yaml") or not entry.is_file(follow_symlinks=False):
+                continue
+            obj = self._load(rel)
+            if matches(obj, owner) and str(_labels(obj).get(LABEL_FLEET)) == fleet_name:
+                self._add_remove(result, rel)
+        self._planned.update(planned)
+        self._merge(result)
+        return result
+
     def _plan(
         self,
         cluster: str,

@@ -350,6 +350,9 @@ class Plan:
             "replicas": len(self.replicas),
             "status": dict(status),
         }
+        if self.placement.get("cold") is not None:
+            # Replicas that start before their cache is hydrated (warm_first.py; each with its ETA in placement.cold).
+            out["cold_replicas"] = sum(1 for c in self.placement["cold"] if c.get("cold"))
         if path is not None:
             out["path"] = path
         return out

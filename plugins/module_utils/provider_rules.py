@@ -26,12 +26,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
-    CapacityRung,
-    Cluster,
-    InferenceClass,
-    NodePool,
-)
+from ansible_collections.gpufleet.serving.plugins.module_utils.inventory.classes import InferenceClass
+from ansible_collections.gpufleet.serving.plugins.module_utils.inventory.clusters import CapacityRung, Cluster, NodePool
 
 #: The names the provisioning roles give the cluster's own untainted pool / nodegroup.
 SYSTEM_POOL = "system"

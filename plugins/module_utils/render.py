@@ -46,13 +46,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import cache_objects
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base import Backend, PodInput, WorkloadInput
+from ansible_collections.gpufleet.serving.plugins.module_utils import (
+    cache_objects,
+    device_alternatives,
+    pd_instances,
+    pd_render,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base import (
+    Backend,
+    PodInput,
+    ReplicaInput,
+    WorkloadInput,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends.leaderworkerset import (
     LWS_LEADER_ADDRESS_ENV,
     LWS_WORKER_INDEX_LABEL,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import backend_for, backends_of
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import backends_of, replica_backend
+from ansible_collections.gpufleet.serving.plugins.module_utils.cache_image import image_sub_path, image_volume
 from ansible_collections.gpufleet.serving.plugins.module_utils.containers import (
     container_tokens,
     engine_container,
@@ -216,7 +227,9 @@ def render_serving_manifests(
         fleet=fleet,
     )
     records = ReplicaRecord.parse_list(replicas, "replicas")
-    return render_replicas(dep, records, cluster, cache, options)
+    from ansible_collections.gpufleet.serving.plugins.module_utils.serving_extensions import extend_objects
+
+    return extend_objects(dep, records, cluster, render_replicas(dep, records, cluster, cache, options))
 
 
 def prepare_deployment(deployment: Any, caches: Any) -> tuple[ModelDeployment, ModelCache | None]:
@@ -248,6 +261,7 @@ def check_render(dep: ModelDeployment, records: list[ReplicaRecord]) -> None:
     """What a render checks before it writes anything: every record fits ``dep``, names and identities are unique
     (``check_records``), and the deployment suits its backends."""
     check_records(records, dep)
+    replica_backend(dep).check_roles(dep)
     for backend in backends_of(dep):
         backend.validate(dep)
 
@@ -352,11 +366,60 @@ def _metadata(
     return meta
 
 
+class _ReplicaRender:
+    """The renderer's side of a replica-level backend (``backends.base.ReplicaRenderer``) for one replica."""
+
+    def __init__(self, ctx: _Context, replica: ReplicaRecord) -> None:
+        self.ctx = ctx
+        self.replica = replica
+
+    def engine_objects(self, engine: Engine, placed: EngineRecord, backend: Backend) -> list[dict[str, Any]]:
+        return _engine_objects(self.ctx, self.replica, engine, placed, backend)
+
+    def pods(self, engine: Engine, placed: EngineRecord, backend: Backend, *, claim_refs: bool) -> dict[str, _Pod]:
+        pods: dict[str, _Pod] = {}
+        for member, mp in zip(engine.members, placed.members, strict=True):
+            rct = _claim_template_name(self.replica, engine, member) if claim_refs and mp.claimed_requests else None
+            pods[member.role] = _pod(self.ctx, self.replica, engine, member, mp, rct, backend)
+        return pods
+
+    def claim_templates(self, engine: Engine, placed: EngineRecord) -> list[dict[str, Any]]:
+        return [
+            _claim_template(self.ctx, self.replica, engine, mp, _claim_template_name(self.replica, engine, member))
+            for member, mp in zip(engine.members, placed.members, strict=True)
+            if mp.claimed_requests
+        ]
+
+    def claim_spec(self, engine: Engine, placed: EngineRecord, role: str) -> dict[str, Any] | None:
+        mp = placed.member(role)
+        if not mp.claimed_requests:
+            return None
+        spec: dict[str, Any] = _claim_template(self.ctx, self.replica, engine, mp, "")["spec"]
+        return spec
+
+    def metadata(self, name: str, *, engine: str | None = None, pool: str) -> dict[str, Any]:
+        return _metadata(self.ctx, name, _labels(self.ctx, _managed(self.ctx, self.replica, pool=pool, engine=engine)))
+
+    def object_name(self, suffix: str, max_len: int = 63) -> str:
+        return k8s_name(f"{_name(self.replica)}-{suffix}", max_len)
+
+
+def _claim_template_name(replica: ReplicaRecord, engine: Engine, member: Member) -> str:
+    return k8s_name(f"{_name(replica)}-{engine.name}-{member.role.lower()}")
+
+
 def _replica_objects(ctx: _Context, replica: ReplicaRecord) -> list[dict[str, Any]]:
-    """``replica`` is ordered like the deployment: its engines and members zip with the deployment's."""
-    objects: list[dict[str, Any]] = []
-    for engine, placed in zip(ctx.dep.engines, replica.engines, strict=True):
-        objects.extend(_engine_objects(ctx, replica, engine, placed, backend_for(ctx.dep, engine)))
+    """``replica`` is ordered like the deployment: its engines and members zip with the deployment's. Its backend
+    renders every engine at once (design.md §14); then the replica's Service."""
+    objects = replica_backend(ctx.dep).objects(
+        ReplicaInput(
+            dep=ctx.dep,
+            cache=ctx.cache,
+            replica=_name(replica),
+            engines=list(zip(ctx.dep.engines, replica.engines, strict=True)),
+            renderer=_ReplicaRender(ctx, replica),
+        )
+    )
     first_pool = replica.engines[0].members[0].pool
     labels = _labels(ctx, _managed(ctx, replica, pool=first_pool))
     objects.append(_service(ctx, replica, labels))
@@ -365,10 +428,7 @@ def _replica_objects(ctx: _Context, replica: ReplicaRecord) -> list[dict[str, An
 
 def _backend_selector(dep: ModelDeployment) -> dict[str, str]:
     """What the backends add to a Service's selector so it selects their serving pods only (KServe gang leaders)."""
-    out: dict[str, str] = {}
-    for engine in dep.engines:
-        out.update(backend_for(dep, engine).service_selector(engine))
-    return out
+    return replica_backend(dep).routing(dep)
 
 
 def _name(replica: ReplicaRecord) -> str:
@@ -444,9 +504,34 @@ def _model_endpoint(ctx: _Context) -> list[dict[str, Any]]:
             "ports": [{"name": PORT_NAME, "port": dep.port, "targetPort": dep.port, "protocol": "TCP"}],
         },
     }
+    out = [service]
+    if dep.ratio is not None and replica_backend(dep).pd_sidecar:  # P/D instances: the llm-d router's config (§14)
+        out.append(
+            pd_render.router_config_map(dep, {LABEL_DEPLOYMENT: dep.name}, lambda n: _metadata(ctx, n, labels))
+        )
+    if dep.routing.inference_pool:  # an InferencePool over the same pods, with its endpoint picker (docs/routing.md)
+        from ansible_collections.gpufleet.serving.plugins.module_utils import inference_pool
+        from ansible_collections.gpufleet.serving.plugins.module_utils.serving_stack import EPP_IMAGE
+
+        out.extend(
+            inference_pool.pool_objects(
+                dep.name,
+                dep.namespace,
+                dep.port,
+                selector,
+                lambda n: _metadata(ctx, n, labels),
+                image=dep.routing.epp_image or EPP_IMAGE,
+                config_map=pd_instances.router_config_name(dep.name) if dep.ratio is not None else None,
+            )
+        )
     if ctx.gateway is None:
-        return [service]
-    return [service, _http_route(ctx, name, labels)]
+        return out
+    route = _http_route(ctx, name, labels)
+    if dep.routing.inference_pool:
+        from ansible_collections.gpufleet.serving.plugins.module_utils.inference_pool import backend_ref
+
+        route["spec"]["rules"][0]["backendRefs"] = [backend_ref(dep.name)]
+    return [*out, route]
 
 
 def _http_route(ctx: _Context, service: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -497,7 +582,7 @@ def _engine_objects(
     for member, mp in zip(engine.members, placed.members, strict=True):
         rct = None
         if mp.claimed_requests:
-            rct = k8s_name(f"{_name(replica)}-{engine.name}-{member.role.lower()}")
+            rct = _claim_template_name(replica, engine, member)
             objects.append(_claim_template(ctx, replica, engine, mp, rct))
         pods[member.role] = _pod(ctx, replica, engine, member, mp, rct, backend)
     labels = _labels(ctx, _managed(ctx, replica, pool=pool, engine=engine.name))
@@ -591,6 +676,12 @@ def _pod(
 
     _strip_gpu_resources(spec)
     container = engine_container(spec)
+    # The first_available alternative placement chose for this replica reaches the engine (args, env, TP; §14).
+    chosen_labels = device_alternatives.apply(container, member, mp, where)
+    # A prefill/decode role's engine: the KV connector, NIXL's address, the llm-d role label (§14).
+    chosen_labels.update(
+        pd_render.adapt_pod(dep, engine, member, container, spec, where, sidecar=backend.pd_sidecar)
+    )
 
     # Pinned to the pool the placement chose; the GPU taint tolerated (DRA pods request no nvidia.com/gpu).
     spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), NODE_POOL_LABEL: mp.pool}
@@ -623,12 +714,20 @@ def _pod(
         if backend.mounts_cache:  # e.g. KServe mounts the PVC itself from spec.model.uri (pvc://<claim>)
             if any(m.get("mountPath") == CACHE_PATH for m in mounts):
                 raise GpufleetError(f"{where}: mounts {CACHE_PATH} itself, where the model cache is mounted")
-            _add_volume(
-                spec,
-                {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": ctx.cache.claim_name, "readOnly": True}},
-            )
-            mounts.append({"name": CACHE_VOLUME, "mountPath": CACHE_PATH, "readOnly": True})
-            if ctx.cache.storage.backend == "pvc" and dep.cache_wait.enabled:
+            if ctx.cache.image_volume:  # source.oci: the model image itself, pulled by the kubelet (cache_image.py)
+                _add_volume(spec, image_volume(CACHE_VOLUME, ctx.cache))
+            else:
+                _add_volume(
+                    spec,
+                    {
+                        "name": CACHE_VOLUME,
+                        "persistentVolumeClaim": {"claimName": ctx.cache.claim_name, "readOnly": True},
+                    },
+                )
+            mount = {"name": CACHE_VOLUME, "mountPath": CACHE_PATH, "readOnly": True}
+            mounts.append({**mount, **image_sub_path(ctx.cache)})
+            # An image volume is complete when the pod starts: there is no hydration to wait for.
+            if ctx.cache.storage.backend == "pvc" and not ctx.cache.image_volume and dep.cache_wait.enabled:
                 _wait_for_cache(ctx, spec)
         user_offline = has_env(container, "HF_HUB_OFFLINE")
         set_env(container, {"name": "HF_HUB_OFFLINE", "value": "1"}, override=False)
@@ -662,11 +761,14 @@ def _pod(
         for key, probe in _probes(dep, engine, container, backend).items():
             container.setdefault(key, probe)  # a probe the template sets itself wins
 
+    if backend.pd_sidecar:  # decode pods of a P/D instance only
+        pd_render.add_routing_sidecar(dep, engine, member, spec)
     spec["containers"] = [_tidy_container(c) for c in spec["containers"]]
     managed = _managed(ctx, replica, pool=mp.pool, engine=engine.name)
     managed[LABEL_ROLE] = member.role.lower()
-    if serving:
+    if serving and pd_render.serves_clients(engine, member):
         managed[LABEL_ENDPOINT] = "true"
+    managed.update(chosen_labels)
     user_labels = parse(ExtraMetadata, {"labels": user_meta.get("labels") or {}}, f"{where} metadata").labels
     meta: dict[str, Any] = {k: v for k, v in user_meta.items() if k not in ("labels", "name", "namespace")}
     meta["labels"] = _labels(ctx, managed, user_labels)
@@ -734,6 +836,9 @@ def _point_vllm_at_cache(ctx: _Context, container: dict[str, Any], where: str, *
     """Make vLLM load the mounted cache: ``--model=/mnt/models`` unless the container names a model itself."""
     if ctx.cache is None:
         raise AssertionError("vLLM pointed at a cache that is not mounted")  # pragma: no cover
+    if ctx.cache.layout == "hf":
+        _point_vllm_at_hf_cache(ctx.cache, container, where, check_hub_model=check_hub_model)
+        return
     tokens = container_tokens(container)
     named = model_arg(container, tokens)
     repo = ctx.cache.source.hugging_face.repo if ctx.cache.source.hugging_face else None
@@ -763,6 +868,36 @@ def _point_vllm_at_cache(ctx: _Context, container: dict[str, Any], where: str, *
     args = [*(container.get("args") or []), f"--model={CACHE_PATH}"]
     if flag_value(tokens, "--served-model-name") is None:
         args.append(f"--served-model-name={repo or ctx.cache.name}")
+    container["args"] = args
+
+
+def _point_vllm_at_hf_cache(cache: ModelCache, container: dict[str, Any], where: str, *, check_hub_model: bool) -> None:
+    """A cache in the Hugging Face layout (``layout: hf``): the engine loads ``--model ORG/NAME --revision REV`` from
+    ``HF_HUB_CACHE`` (the mount), offline (HF_HUB_OFFLINE=1 is set: the hydrator wrote the snapshot's manifest only
+    once every blob was verified) - one engine command that works cached and uncached."""
+    hub = cache.source.hugging_face
+    if hub is None:
+        raise AssertionError("layout hf without a hugging_face source")  # pragma: no cover - the model refuses it
+    set_env(container, {"name": "HF_HUB_CACHE", "value": CACHE_PATH}, override=False)
+    tokens = container_tokens(container)
+    named = model_arg(container, tokens)
+    if named is not None and named != hub.repo:
+        if named.startswith("/") or not check_hub_model:
+            return  # a local path, or HF_HUB_OFFLINE set by the template itself
+        raise GpufleetError(
+            f"{where}: loads model {named!r}, but cache {cache.name!r} holds {hub.repo!r} (Hugging Face layout, "
+            f"HF_HUB_OFFLINE=1); drop the model argument (the cache is used), or set HF_HUB_OFFLINE yourself"
+        )
+    if named is None and is_shell(container):
+        raise GpufleetError(
+            f"{where}: runs a shell script, so --model={hub.repo} cannot be added for the mounted cache "
+            f"{cache.name!r}; pass it (and --revision={hub.revision}) to vllm in the script"
+        )
+    args = list(container.get("args") or [])
+    if named is None:
+        args.append(f"--model={hub.repo}")
+    if flag_value(tokens, "--revision") is None:
+        args.append(f"--revision={hub.revision}")
     container["args"] = args
 
 

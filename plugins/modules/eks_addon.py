@@ -83,11 +83,10 @@ addon:
   sample: {addonName: aws-efs-csi-driver, addonVersion: v2.1.13-eksbuild.1, status: ACTIVE}
 """
 
-import time  # noqa: E402
-
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.eks import Waiter, ensure_addon  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.cloud.eks import ensure_addon  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.cloud.provider import module_waiter  # noqa: E402
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError  # noqa: E402
 
 
@@ -116,7 +115,7 @@ def main() -> None:
             version=p["version"],
             role_arn=p["service_account_role_arn"],
             tags={str(k): str(v) for k, v in p["tags"].items()},
-            waiter=Waiter(p["wait_timeout"], p["poll_interval"], time.sleep, time.monotonic) if p["wait"] else None,
+            waiter=module_waiter(p),
             check_mode=module.check_mode,
         )
     except GpufleetError as exc:

@@ -253,16 +253,14 @@ nodegroup:
     status: ACTIVE
 """
 
-import time  # noqa: E402
-
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import CAPACITY_RUNGS  # noqa: E402
-from ansible_collections.gpufleet.serving.plugins.module_utils.eks import (  # noqa: E402
-    Waiter,
+from ansible_collections.gpufleet.serving.plugins.module_utils.cloud.eks import (  # noqa: E402
     ensure_nodegroup,
     spec_from_dict,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.cloud.provider import module_waiter  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import CAPACITY_RUNGS  # noqa: E402
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError  # noqa: E402
 
 
@@ -335,7 +333,7 @@ def main() -> None:
                 "scaling": {k: v for k, v in (p["scaling"] or {}).items() if v is not None},
             }
         )
-        waiter = Waiter(p["wait_timeout"], p["poll_interval"], time.sleep, time.monotonic) if p["wait"] else None
+        waiter = module_waiter(p)
         result = ensure_nodegroup(
             module.client("eks"),
             module.client("ec2"),

@@ -67,7 +67,7 @@ stale:
 
 from ansible_collections.amazon.aws.plugins.module_utils.modules import AnsibleAWSModule  # noqa: E402
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.eks import (  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.cloud.eks import (  # noqa: E402
     list_nodegroups,
     stale_nodegroups,
 )

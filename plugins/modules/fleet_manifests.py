@@ -178,6 +178,15 @@ rollout_lines:
   returned: success
   type: list
   elements: str
+routing_held:
+  description:
+    - Render mode - the deployments and clusters whose no longer placed replicas keep their files this run, because
+      the fleet routing file of the last run still routes to them (M(gpufleet.serving.fleet_routing) writes their
+      weight 0 in this run; the next run removes the files). See docs/routing.md.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{deployment: chat, cluster: c1}]
 unchanged:
   description: Number of objects whose file already held the same content.
   returned: success

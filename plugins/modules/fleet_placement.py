@@ -338,6 +338,33 @@ held:
   type: list
   elements: str
   sample: [chat]
+cold:
+  description:
+    - Per placed replica of a deployment that mounts a cache - whether it starts C(cold) (its cache is not hydrated on
+      that cluster yet in apply mode, not staged there yet in render mode, C(basis)) and a cold one's C(eta_seconds)
+      (the cache's size divided by the cluster's measured or declared C(gpufleet_hydration_throughput); null when
+      neither is known). Among equally loaded clusters, new replicas go first where the cache is warm.
+    - Bounded at any fleet size - the cold replicas first, then the warm ones, at most 100,000 characters; RV(cold_count)
+      counts what was left out. The plan's C(placement.cold) lists every replica.
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - {deployment: chat, cluster: gke-a, index: 0, cache: qwen, cold: true, basis: hydrated, eta_seconds: 410,
+       throughput: 52428800, throughput_source: declared}
+cold_count:
+  description: The cold and warm replicas of the whole placement, and how many entries RV(cold) left out (C(omitted)).
+  returned: success
+  type: dict
+  sample: {cold: 1, warm: 2, omitted: 0}
+cold_lines:
+  description:
+    - The cold replicas, one line each (where, which cache, the ETA and its basis); bounded like RV(cold), a last line
+      counts the ones left out.
+  returned: success
+  type: list
+  elements: str
+  sample: ["chat replica (gke-a, 0): cold start, cache qwen (20Gi) not hydrated; ETA ~7 min at 50 MiB/s (declared)"]
 render_token:
   description:
     - A fingerprint of the render directory taken just before it was read (empty when it does not exist yet), or

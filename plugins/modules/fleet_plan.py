@@ -135,4 +135,13 @@ routing:
   description: The plan's routing (per deployment, per cluster of the play - placed replicas, weight, draining).
   returned: success
   type: dict
+fleet_routing:
+  description: The plan's routing over every cluster of the plan (for M(gpufleet.serving.fleet_routing)).
+  returned: success
+  type: dict
+dropped:
+  description: The replicas the plan removes (its placement's C(dropped)).
+  returned: success
+  type: list
+  elements: dict
 """

@@ -101,24 +101,21 @@ cluster:
   sample: {name: gke-us-central1, currentMasterVersion: 1.34.1-gke.1200, endpoint: 203.0.113.10, status: RUNNING}
 """
 
-import time  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError  # noqa: E402
-from ansible_collections.gpufleet.serving.plugins.module_utils.gke import (  # noqa: E402
-    Waiter,
+from ansible_collections.gpufleet.serving.plugins.module_utils.cloud.gke import (  # noqa: E402
     cluster_body,
     ensure_cluster,
     node_count_check,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.gke_client import (  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.cloud.gke_client import (  # noqa: E402
     AUTH_SPEC,
     CONTAINER_IMPORT_ERROR,
     HAS_CONTAINER,
-    ClientApi,
-    make_client,
+    container_api,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.cloud.provider import module_waiter  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError  # noqa: E402
 
 
 def main() -> None:
@@ -159,16 +156,14 @@ def main() -> None:
             system_pool=p["system_pool"],
             labels={str(k): str(v) for k, v in p["labels"].items()},
         )
-        api = ClientApi(
-            make_client(p["auth_kind"], p["service_account_file"], p["service_account_contents"], p["api_endpoint"])
-        )
+        api = container_api(p)
         result = ensure_cluster(
             api,
             p["project"],
             p["location"],
             body,
             state=p["state"],
-            waiter=Waiter(p["wait_timeout"], p["poll_interval"], time.sleep, time.monotonic),
+            waiter=module_waiter(p),
             check_mode=module.check_mode,
         )
     except GpufleetError as exc:

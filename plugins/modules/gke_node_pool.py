@@ -240,25 +240,22 @@ node_pool:
   sample: {name: l4, status: RUNNING, config: {machineType: g2-standard-8}}
 """
 
-import time  # noqa: E402
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import CAPACITY_RUNGS  # noqa: E402
-from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError  # noqa: E402
-from ansible_collections.gpufleet.serving.plugins.module_utils.gke import (  # noqa: E402
-    Waiter,
+from ansible_collections.gpufleet.serving.plugins.module_utils.cloud.gke import (  # noqa: E402
     ensure_node_pool,
     ladder_specs,
     node_count_check,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.gke_client import (  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.cloud.gke_client import (  # noqa: E402
     AUTH_SPEC,
     CONTAINER_IMPORT_ERROR,
     HAS_CONTAINER,
-    ClientApi,
-    make_client,
+    container_api,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.cloud.provider import module_waiter  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import CAPACITY_RUNGS  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError  # noqa: E402
 
 RUNG_KINDS = list(CAPACITY_RUNGS)
 
@@ -358,9 +355,7 @@ def main() -> None:
         if p["state"] == "present":
             for rung in ladder or [spec]:
                 node_count_check(rung)
-        api = ClientApi(
-            make_client(p["auth_kind"], p["service_account_file"], p["service_account_contents"], p["api_endpoint"])
-        )
+        api = container_api(p)
         result = ensure_node_pool(
             api,
             p["project"],
@@ -368,7 +363,7 @@ def main() -> None:
             p["cluster"],
             spec,
             state=p["state"],
-            waiter=Waiter(p["wait_timeout"], p["poll_interval"], time.sleep, time.monotonic),
+            waiter=module_waiter(p),
             check_mode=module.check_mode,
             ladder=ladder,
         )

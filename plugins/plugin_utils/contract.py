@@ -15,7 +15,11 @@ from typing import Any
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import serving_kinds, workload_kinds
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     ANNOTATION_HYDRATED_BY,
+    ANNOTATION_HYDRATED_SOURCE,
+    ANNOTATION_HYDRATION_SECONDS,
     ANNOTATION_PLACEMENT,
+    ANNOTATION_REVISION,
+    ANNOTATION_SOURCE,
     CACHE_OWNER,
     COMPONENT_CACHE,
     LABEL_CACHE,
@@ -49,6 +53,10 @@ def role_contract() -> dict[str, Any]:
         "label_cluster": LABEL_CLUSTER,
         "label_fleet": LABEL_FLEET,
         "annotation_hydrated_by": ANNOTATION_HYDRATED_BY,
+        "annotation_source": ANNOTATION_SOURCE,
+        "annotation_revision": ANNOTATION_REVISION,
+        "annotation_hydrated_source": ANNOTATION_HYDRATED_SOURCE,
+        "annotation_hydration_seconds": ANNOTATION_HYDRATION_SECONDS,
         "stack_owner": dict(STACK_OWNER),
         "stack_owner_selector": selector(STACK_OWNER),
         "annotation_placement": ANNOTATION_PLACEMENT,

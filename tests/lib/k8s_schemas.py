@@ -435,7 +435,8 @@ def render_dir_problems(root: str | Path, preexisting: Iterable[str] = PREEXISTI
     -R -f <cluster>`` or a GitOps tool pointed at it): a file that holds other than one object, an object whose file
     is not ``<cluster>/<namespace or _cluster>/<kind>-<name>.yaml``, and a namespaced object whose namespace has no
     Namespace object in its cluster directory (and is not one of ``preexisting``). ``_fleet/<namespace>/`` (the
-    GitOps generator, applied where the GitOps tool runs) is checked for the file layout only."""
+    GitOps generator, applied where the GitOps tool runs) and ``_fleet/routing/`` (the hub's fleet routing,
+    ``<namespace>.<kind>-<name>.yaml``) are checked for the file layout only."""
     root = Path(root)
     keep = set(preexisting)
     problems: list[str] = []
@@ -455,6 +456,10 @@ def render_dir_problems(root: str | Path, preexisting: Iterable[str] = PREEXISTI
         meta = obj.get("metadata") or {}
         expected = f"{str(obj.get('kind', '')).lower()}-{meta.get('name')}.yaml"
         ns = meta.get("namespace")
+        if cluster == "_fleet" and directory == "routing":  # the hub's fleet routing: routing/<namespace>.<kind>-<name>
+            if name != f"{ns}.{expected}":
+                problems.append(f"{rel}: holds {describe(obj)}, expected at _fleet/routing/{ns}.{expected}")
+            continue
         if name != expected or directory != (ns or "_cluster"):
             problems.append(f"{rel}: holds {describe(obj)}, expected at {cluster}/{ns or '_cluster'}/{expected}")
         if cluster == "_fleet":

@@ -17,13 +17,21 @@ cluster); a backend says:
 - ``workload``: the object itself, from the pods the renderer built;
 - routing: :meth:`Backend.service_selector` adds labels to the selector of the replica's and the model's Services;
 - readiness: :meth:`Backend.ready` says whether an observed object of one of its kinds is ready.
+
+Replica-level (design.md §14): :meth:`Backend.objects` renders every engine of one replica at once. A backend declares
+the ``roles`` it accepts (``Standalone``, ``Leader``/``Worker``, ``prefill``/``decode``) and ``claims``: ``templates``
+(the renderer writes one ResourceClaimTemplate object per claiming member and the pods reference it) or ``embedded``
+(the workload carries the claim specs itself, as Grove's PodCliqueSet ``resourceClaimTemplates`` do). The default
+:meth:`Backend.objects` is *per engine*: the claim templates and :meth:`Backend.workload` of each engine in turn,
+which is today's output byte for byte; ``backend: auto`` mixes per-engine backends (``registry.PerEngine``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, Protocol
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     Engine,
     Member,
@@ -34,6 +42,11 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import 
 from ansible_collections.gpufleet.serving.plugins.module_utils.records import EngineRecord
 
 Pod = tuple[dict[str, Any], dict[str, Any]]  # (pod metadata, pod spec)
+
+#: Roles a member has (an engine's shape) and roles an engine has in a prefill/decode instance.
+MEMBER_ROLES = frozenset({"Standalone", "Leader", "Worker"})
+PD_ROLES = frozenset({"prefill", "decode"})
+Claims = Literal["templates", "embedded"]
 
 
 @dataclass(frozen=True)
@@ -74,10 +87,62 @@ class PodInput:
     where: str  # how errors name the template
 
 
+class ReplicaRenderer(Protocol):
+    """What the renderer offers a backend while it renders one replica (``render.py`` implements it)."""
+
+    def engine_objects(self, engine: Engine, placed: EngineRecord, backend: Backend) -> list[dict[str, Any]]:
+        """One engine as every per-engine backend renders it: its ResourceClaimTemplates, then its workload."""
+
+    def pods(self, engine: Engine, placed: EngineRecord, backend: Backend, *, claim_refs: bool) -> dict[str, Pod]:
+        """The engine's pods by member role, built by the shared steps and ``backend``'s adaptation. ``claim_refs``:
+        the pods reference the member's ResourceClaimTemplate object (``claims: templates``); False: they carry no
+        claim (the workload's controller injects it, ``claims: embedded``)."""
+
+    def claim_templates(self, engine: Engine, placed: EngineRecord) -> list[dict[str, Any]]:
+        """The engine's ResourceClaimTemplate objects (one per claiming member), as per-engine rendering emits them."""
+
+    def claim_spec(self, engine: Engine, placed: EngineRecord, role: str) -> dict[str, Any] | None:
+        """The ``ResourceClaimTemplateSpec`` (``{metadata: {labels}, spec: {devices}}``) of one member, or None when
+        it claims nothing."""
+
+    def metadata(self, name: str, *, engine: str | None = None, pool: str) -> dict[str, Any]:
+        """An object's metadata with the replica's managed labels (and ``engine``'s), the fleet label, annotations."""
+
+    def object_name(self, suffix: str, max_len: int = 63) -> str:
+        """``<replica>-<suffix>`` as a DNS label of at most ``max_len`` characters."""
+
+
+@dataclass
+class ReplicaInput:
+    """What the renderer hands a backend for one replica: every engine with its placement, deployment order."""
+
+    dep: ModelDeployment
+    cache: ModelCache | None
+    replica: str  # the replica's name
+    engines: list[tuple[Engine, EngineRecord]]
+    renderer: ReplicaRenderer
+
+
+def engine_roles(engine: Engine) -> set[str]:
+    """The roles an engine brings: its members' and, in a prefill/decode instance, its own."""
+    roles: set[str] = {m.role for m in engine.members}
+    role = engine.role
+    if role:
+        roles.add(role)
+    return roles
+
+
 class Backend:
     """Base class of every backend; subclasses set the class attributes and override what they need."""
 
     name: ClassVar[str] = ""
+    #: The roles it renders (design.md §14); a deployment with another role is refused by :meth:`check_roles`.
+    roles: ClassVar[frozenset[str]] = MEMBER_ROLES
+    #: ``templates``: ResourceClaimTemplate objects beside the workload; ``embedded``: inside the workload.
+    claims: ClassVar[Claims] = "templates"
+    #: Prefill/decode instances: the renderer gives decode pods llm-d's routing sidecar (vLLM behind it) and each
+    #: cluster the router's configuration (``pd_instances``); False where the controller brings its own (KServe).
+    pd_sidecar: ClassVar[bool] = True
     kinds: ClassVar[tuple[Kind, ...]] = ()
     max_name: ClassVar[int] = 63
     mounts_cache: ClassVar[bool] = True
@@ -97,8 +162,32 @@ class Backend:
     def adapt_pod(self, pod: PodInput, container: dict[str, Any], spec: dict[str, Any]) -> None:
         """Edit the engine container / pod spec after the renderer's shared steps (before gang env and Ray)."""
 
+    def check_roles(self, dep: ModelDeployment) -> None:
+        """Refuse a deployment with a role this backend does not render (naming the roles it does)."""
+        for engine in dep.engines:
+            extra = sorted(engine_roles(engine) - self.roles)
+            if extra:
+                raise GpufleetError(
+                    f"deployment {dep.name!r}: backend {self.name} cannot render role(s) {', '.join(extra)} of engine "
+                    f"{engine.name!r} (it renders {', '.join(sorted(self.roles))})"
+                )
+
+    def objects(self, r: ReplicaInput) -> list[dict[str, Any]]:
+        """Every object of one replica but its Service: per engine, its claim templates then its workload."""
+        out: list[dict[str, Any]] = []
+        for engine, placed in r.engines:
+            out.extend(r.renderer.engine_objects(engine, placed, self))
+        return out
+
     def workload(self, w: WorkloadInput) -> dict[str, Any]:
         raise NotImplementedError
+
+    def routing(self, dep: ModelDeployment) -> dict[str, str]:
+        """What it adds to the selector of the replica's and the model's Services (its serving pods only)."""
+        out: dict[str, str] = {}
+        for engine in dep.engines:
+            out.update(self.service_selector(engine))
+        return out
 
     def service_selector(self, engine: Engine) -> dict[str, str]:
         """Extra selector labels for the replica's and the model's Services (serving pods only), when this backend

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base import (
+    MEMBER_ROLES,
+    PD_ROLES,
     Backend,
     Kind,
     WorkloadInput,
@@ -23,6 +25,8 @@ class DeploymentBackend(Backend):
     name: ClassVar[str] = "deployment"
     kinds: ClassVar[tuple[Kind, ...]] = (Kind("apps/v1", "Deployment", "Available"),)
     max_name: ClassVar[int] = 63
+    #: A prefill/decode instance renders as one workload per role plus the llm-d router (design.md §14).
+    roles: ClassVar[frozenset[str]] = MEMBER_ROLES | PD_ROLES
 
     def handles(self, engine: Engine) -> bool:
         return not engine.is_gang

@@ -15,9 +15,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base import (
+    MEMBER_ROLES,
+    PD_ROLES,
     Backend,
     Kind,
     PodInput,
+    ReplicaInput,
     WorkloadInput,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends.leaderworkerset import (
@@ -31,9 +34,14 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.containers import
     flag_value,
     model_arg,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_ENDPOINT, LABEL_ROLE
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    LABEL_DEPLOYMENT,
+    LABEL_ENDPOINT,
+    LABEL_ROLE,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Engine, ModelCache, ModelDeployment
+from ansible_collections.gpufleet.serving.plugins.module_utils.pd_render import router_config
 
 KSERVE_PRESET_SINGLE_NODE = "kserve-config-llm-template"
 KSERVE_PRESET_PIPELINE_PARALLEL = "kserve-config-llm-worker-pipeline-parallel"
@@ -50,6 +58,12 @@ def kserve_model(dep: ModelDeployment, cache: ModelCache | None, engine: Engine)
     tokens = container_tokens(container)
     named = model_arg(container, tokens)
     served = flag_value(tokens, "--served-model-name")
+    if cache is not None and cache.image_volume:
+        raise GpufleetError(
+            f"deployment {dep.name!r}: backend kserve mounts the cache from a PVC itself; cache {cache.name!r} is an "
+            "OCI model image (source.oci), mounted as an image volume only by the deployment and leaderworkerset "
+            "backends"
+        )
     if cache is not None:
         uri = f"pvc://{cache.claim_name}"
         model_id = cache.source.hugging_face.repo if cache.source.hugging_face else None
@@ -70,7 +84,14 @@ def kserve_model(dep: ModelDeployment, cache: ModelCache | None, engine: Engine)
 
 
 class KServeBackend(Backend):
+    """Per engine, one LLMInferenceService; a prefill/decode instance (design.md §14) is one LLMInferenceService with
+    ``spec.prefill`` (:meth:`objects`)."""
+
     name: ClassVar[str] = "kserve"
+    roles: ClassVar[frozenset[str]] = MEMBER_ROLES | PD_ROLES
+    # KServe v0.20.0's decode preset runs llm-d's routing sidecar itself (config-llm-decode-template.yaml) and its
+    # scheduler is the router (spec.router.scheduler).
+    pd_sidecar: ClassVar[bool] = False
     kinds: ClassVar[tuple[Kind, ...]] = (Kind("serving.kserve.io/v1alpha2", "LLMInferenceService", "Ready"),)
     max_name: ClassVar[int] = MAX_KSERVE_NAME
     mounts_cache: ClassVar[bool] = False
@@ -157,6 +178,55 @@ class KServeBackend(Backend):
             "metadata": w.metadata,
             "spec": spec,
         }
+
+    def objects(self, r: ReplicaInput) -> list[dict[str, Any]]:
+        """Per engine as before; a prefill/decode instance as one LLMInferenceService: the decode engine is the
+        service itself (``spec.template`` / ``worker`` / ``parallelism`` / ``replicas``), the prefill engine
+        ``spec.prefill`` (``LLMInferenceServiceSpec.Prefill``: ``replicas``, ``labels``, ``annotations``,
+        ``template``, ``worker``, ``parallelism``). KServe v0.20 then applies its decode and prefill presets
+        (``config_merge.go``: ``config-llm-decode-template`` / ``config-llm-prefill-template``, which forward the
+        container's args to vLLM and bring the routing sidecar), so no ``baseRefs`` are set unless
+        ``kserve.base_refs`` names some; the scheduler gets the collection's router configuration inline
+        (``spec.router.scheduler.config.inline``, an EndpointPickerConfig, ``pd_render.router_config``)."""
+        if r.dep.ratio is None:
+            return super().objects(r)
+        by_role = {engine.role: (engine, placed) for engine, placed in r.engines}
+        out: list[dict[str, Any]] = []
+        services: dict[str, dict[str, Any]] = {}
+        for role in ("prefill", "decode"):
+            engine, placed = by_role[role]
+            out.extend(r.renderer.claim_templates(engine, placed))
+            pods = r.renderer.pods(engine, placed, self, claim_refs=True)
+            pool = placed.members[0].pool
+            metadata = r.renderer.metadata(r.renderer.object_name("pd", MAX_KSERVE_NAME), pool=pool)
+            services[role] = self.workload(
+                WorkloadInput(
+                    dep=r.dep,
+                    cache=r.cache,
+                    replica=r.replica,
+                    engine=engine,
+                    placed=placed,
+                    metadata=metadata,
+                    pods=pods,
+                )
+            )
+        service = services["decode"]
+        spec = service["spec"]
+        if not r.dep.kserve.base_refs:
+            spec.pop("baseRefs", None)
+        spec["replicas"] = r.dep.ratio.band("decode")[0]
+        prefill = services["prefill"]["spec"]
+        spec["prefill"] = {
+            key: prefill[key]
+            for key in ("replicas", "labels", "annotations", "template", "worker", "parallelism")
+            if key in prefill
+        }
+        spec["prefill"]["replicas"] = r.dep.ratio.band("prefill")[0]
+        # Requests enter at decode pods only (their sidecar has them prefilled): prefill pods serve no Service.
+        spec["prefill"]["labels"] = {k: v for k, v in prefill["labels"].items() if k != LABEL_ENDPOINT}
+        spec["router"] = {"scheduler": {"config": {"inline": router_config(r.dep, {LABEL_DEPLOYMENT: r.dep.name})}}}
+        out.append(service)
+        return out
 
 
 BACKEND = KServeBackend()

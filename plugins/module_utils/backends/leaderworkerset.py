@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base import (
+    MEMBER_ROLES,
+    PD_ROLES,
     Backend,
     Kind,
     WorkloadInput,
@@ -34,6 +36,8 @@ class LeaderWorkerSetBackend(Backend):
     name: ClassVar[str] = "leaderworkerset"
     kinds: ClassVar[tuple[Kind, ...]] = (Kind("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "Available"),)
     max_name: ClassVar[int] = MAX_LWS_NAME
+    #: A prefill/decode instance renders as one workload per role plus the llm-d router (design.md §14).
+    roles: ClassVar[frozenset[str]] = MEMBER_ROLES | PD_ROLES
 
     def handles(self, engine: Engine) -> bool:
         return engine.is_gang

@@ -13,22 +13,40 @@ The package's ``__init__.py`` stays empty (as kubernetes.core's and amazon.aws's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends import deployment, kserve, leaderworkerset
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base import Backend, Kind
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends import (
+    deployment,
+    grove,
+    kserve,
+    leaderworkerset,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base import Backend, Kind, ReplicaInput
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Engine, ModelDeployment
 
 #: In the order their kinds are listed (and pruned).
-REGISTRY: dict[str, Backend] = {b.name: b for b in (deployment.BACKEND, leaderworkerset.BACKEND, kserve.BACKEND)}
+REGISTRY: dict[str, Backend] = {
+    b.name: b for b in (deployment.BACKEND, leaderworkerset.BACKEND, kserve.BACKEND, grove.BACKEND)
+}
 AUTO = "auto"
 
-#: Kinds every render may emit besides the backends' workloads: the replica Service, claim templates, HTTPRoute.
+#: Kinds every render may emit besides the backends' workloads: the replica Service, claim templates, HTTPRoute, and
+#: the llm-d router configuration of prefill/decode instances (a ConfigMap, ``pd_instances.router_config_map``).
 SERVICE_KIND = Kind("v1", "Service")
 SHARED_KINDS: tuple[Kind, ...] = (
     Kind("resource.k8s.io/v1", "ResourceClaimTemplate"),
     Kind("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    Kind("v1", "ConfigMap"),
+    # routing.inference_pool (inference_pool.py): the pool and its endpoint picker's RBAC (the picker's Deployment and
+    # Service are kinds listed already).
+    Kind("inference.networking.k8s.io/v1", "InferencePool"),
+    Kind("v1", "ServiceAccount"),
+    Kind("rbac.authorization.k8s.io/v1", "Role"),
+    Kind("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    # autoscaling (autoscaling.py): KEDA's ScaledObject per workload, pruned like the workload when a deployment loses
+    # `autoscaling` or leaves; a cluster without KEDA serves no such kind and lists none.
+    Kind("keda.sh/v1alpha1", "ScaledObject"),
 )
 
 
@@ -43,6 +61,42 @@ def backend_for(dep: ModelDeployment, engine: Engine) -> Backend:
         if backend.handles(engine):
             return backend
     raise GpufleetError(f"deployment {dep.name!r}: no backend serves engine {engine.name!r}")  # pragma: no cover
+
+
+class PerEngine(Backend):
+    """``backend: auto``: each engine rendered by the backend that handles it (:func:`backend_for`), as before
+    replica-level backends (design.md §14): the objects of each engine in turn, byte for byte."""
+
+    name: ClassVar[str] = AUTO
+
+    def __init__(self, dep: ModelDeployment) -> None:
+        self.dep = dep
+
+    def check_roles(self, dep: ModelDeployment) -> None:
+        for backend in backends_of(dep):
+            backend.check_roles(dep)
+
+    def objects(self, r: ReplicaInput) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for engine, placed in r.engines:
+            out.extend(r.renderer.engine_objects(engine, placed, backend_for(self.dep, engine)))
+        return out
+
+    def routing(self, dep: ModelDeployment) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for engine in dep.engines:
+            out.update(backend_for(dep, engine).service_selector(engine))
+        return out
+
+
+def replica_backend(dep: ModelDeployment) -> Backend:
+    """The backend that renders each replica of ``dep``: the one it names, or for ``auto`` a :class:`PerEngine`."""
+    if dep.backend == AUTO:
+        return PerEngine(dep)
+    try:
+        return REGISTRY[dep.backend]
+    except KeyError:
+        raise GpufleetError(f"deployment {dep.name!r}: unknown backend {dep.backend!r}") from None
 
 
 def backends_of(dep: ModelDeployment) -> list[Backend]:

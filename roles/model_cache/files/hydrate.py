@@ -62,6 +62,7 @@ HTTP_USERNAME_ENV = "GPUFLEET_HTTP_USERNAME"
 HTTP_PASSWORD_ENV = "GPUFLEET_HTTP_PASSWORD"
 SOURCE_URL_ENV = "GPUFLEET_SOURCE_URL"
 
+# BEGIN gpufleet.serving hydrator exit codes (plugins/module_utils/hydrator_exit.py; embedded verbatim in hydrate.py)
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -71,6 +72,39 @@ EXIT_DISK_FULL = 5
 EXIT_DIGEST = 6
 EXIT_NETWORK = 7
 EXIT_INTERRUPTED = 130
+#: code -> (what ``hydrate.py --help`` says, what the cache's status says when the Job's pod exited with it)
+EXIT_TABLE: dict[int, tuple[str, str]] = {
+    EXIT_OK: ("hydrated (or already hydrated); DEST/.gpufleet/manifest.json is present and true", "hydrated"),
+    EXIT_ERROR: ("unexpected error", "unexpected error"),
+    EXIT_USAGE: (
+        "usage or path error (bad arguments, unsafe remote path such as ../x or a\\b, a remote name too long for "
+        "the file system, symlink in DEST)",
+        "usage or path error (bad arguments, unsafe remote path, a remote name too long for the volume, symlink in "
+        "the destination)",
+    ),
+    EXIT_AUTH: (
+        "authentication or authorization failed (401/403, bad or missing credentials, gated repo)",
+        "authentication or authorization failed (bad or missing credentials, gated repository)",
+    ),
+    EXIT_NOT_FOUND: (
+        "not found (repo, revision, bucket, prefix, object, URL, or no file matched --include/--exclude)",
+        "not found (repository, revision, bucket, prefix, object or URL; or nothing matched include/exclude)",
+    ),
+    EXIT_DISK_FULL: (
+        "disk full (not enough free space, ENOSPC, EDQUOT)",
+        "disk full (the volume is too small for the model: raise size)",
+    ),
+    EXIT_DIGEST: (
+        "size or digest mismatch persisted after --digest-retries re-fetches",
+        "size or digest mismatch persisted after re-fetches",
+    ),
+    EXIT_NETWORK: (
+        "network or server errors persisted after --retries attempts (safe to retry)",
+        "network or server errors persisted after retries (safe to retry)",
+    ),
+    EXIT_INTERRUPTED: ("interrupted", "interrupted"),
+}
+# END gpufleet.serving hydrator exit codes
 
 EPILOG = """\
 sources:
@@ -96,12 +130,19 @@ environment:
   HTTPS_PROXY, HTTP_PROXY, NO_PROXY             proxies
   Secrets are never printed, written to the manifest or put on a command line.
 
-layout of DEST:
+layout of DEST (--layout flat, the default):
   the files, with their source paths (no symlinks are ever created), and .gpufleet/:
   manifest.json   completion record, written last; its presence is the only meaning of "ready"
   index.jsonl     verified files (path, size, sha256, source identity) used to skip work on re-runs
   partial/        in-flight downloads (<id>.part + a byte-range journal) so a killed run resumes
   Entries the hydrator did not write (lost+found, ...) are ignored and never removed.
+--layout hf (hf:// sources): DEST is a Hugging Face hub cache (HF_HUB_CACHE), as huggingface_hub writes it:
+  models--ORG--NAME/blobs/<sha256 or git blob id>   each file once, verified against that very id
+  models--ORG--NAME/snapshots/<commit>/<path>      relative symlinks to ../../blobs/<id>
+  models--ORG--NAME/refs/<revision>                the commit (when --revision is a branch or tag)
+  models--ORG--NAME/trees/<commit>.json            the commit's file list (huggingface_hub's offline
+                                                   completeness check)
+  so an engine loads it with --model ORG/NAME --revision <commit> and HF_HUB_OFFLINE=1.
 
 re-runs:
   with a manifest for the same source, revision and include/exclude patterns and every recorded
@@ -110,17 +151,8 @@ re-runs:
   ones are fetched, and files that are no longer in the source are removed.
 
 exit codes:
-  0  hydrated (or already hydrated); DEST/.gpufleet/manifest.json is present and true
-  1  unexpected error
-  2  usage or path error (bad arguments, unsafe remote path such as ../x or a\\b, a remote name too long
-     for the file system, symlink in DEST)
-  3  authentication or authorization failed (401/403, bad or missing credentials, gated repo)
-  4  not found (repo, revision, bucket, prefix, object, URL, or no file matched --include/--exclude)
-  5  disk full (not enough free space, ENOSPC, EDQUOT)
-  6  size or digest mismatch persisted after --digest-retries re-fetches
-  7  network or server errors persisted after --retries attempts (safe to retry)
-  130 interrupted
 """
+EPILOG += "\n".join(f"  {code:<2} {text}" for code, (text, _status) in EXIT_TABLE.items()) + "\n"
 
 
 # --------------------------------------------------------------------------- errors
@@ -930,6 +962,9 @@ class S3Source(Source):
         if value and "-" not in value:
             with contextlib.suppress(binascii.Error, ValueError):
                 rf.expect["sha256"] = binascii.hexlify(base64.b64decode(value)).decode()
+                # The object's full sha256 is the stronger check, and the manifest records a sha256 anyway: no MD5
+                # pass over the bytes (one digest instead of two per byte).
+                rf.expect.pop("md5", None)
 
     def open(self, rf: RemoteFile, start: int, end: int | None) -> Reader:
         key, etag = rf.ref
@@ -1392,6 +1427,114 @@ def partial_id(path: str) -> str:
 # --------------------------------------------------------------------------- the hydrator
 
 
+# ---- the Hugging Face cache layout (--layout hf)
+
+HF_TREE_FORMAT = 1  # huggingface_hub's trees/<commit>.json format_version
+
+
+def hf_repo_folder(repo_type: str, repo_id: str) -> str:
+    """huggingface_hub's repo_folder_name: models--ORG--NAME (datasets--..., spaces--...)."""
+    return "--".join([f"{repo_type}s", *repo_id.split("/")])
+
+
+def hf_snapshot_plan(
+    repo_type: str, repo_id: str, commit: str, revision: str | None, files: list[RemoteFile]
+) -> tuple[dict[str, Any], list[RemoteFile]]:
+    """The snapshot to link ({dir, commit, revision, files: {path: {blob, size, lfs}}}) and the distinct blobs to
+    fetch, each at <dir>/blobs/<id> and verified against that id (an LFS file's sha256, else its git blob sha1:
+    the ids huggingface_hub names blobs by)."""
+    folder = hf_repo_folder(repo_type, repo_id)
+    snapshot: dict[str, Any] = {"dir": folder, "commit": commit, "revision": revision or "main", "files": {}}
+    blobs: dict[str, RemoteFile] = {}
+    for rf in files:
+        lfs = rf.source_id.startswith("sha256:")
+        blob = rf.expect.get("sha256") if lfs else rf.expect.get("git-sha1")
+        if not blob or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", blob):
+            raise HydrateError(f"{rf.path}: the hub gave no blob id to name it by in the cache")
+        snapshot["files"][rf.path] = {"blob": blob, "size": rf.size, "lfs": lfs}
+        path = f"{folder}/blobs/{blob}"
+        if path not in blobs:
+            blobs[path] = RemoteFile(path, rf.size, rf.source_id, rf.expect, ranges=rf.ranges, ref=rf.ref)
+    return snapshot, list(blobs.values())
+
+
+def _hf_link_target(rel: str, blob: str) -> str:
+    """The relative target of snapshots/<commit>/<rel>: ../../blobs/<blob>, one more ../ per directory of rel."""
+    return "../" * (rel.count("/") + 2) + f"blobs/{blob}"
+
+
+def hf_broken_links(dest: str, snapshot: Any) -> list[str]:
+    """Snapshot entries of a manifest's hf record that are not the symlink they should be (empty when flat)."""
+    if not isinstance(snapshot, dict):
+        return []
+    bad = []
+    base = os.path.join(dest, str(snapshot.get("dir")), "snapshots", str(snapshot.get("commit")))
+    for rel, info in (snapshot.get("files") or {}).items():
+        link = os.path.join(base, rel)
+        try:
+            if os.readlink(link) != _hf_link_target(rel, str(info.get("blob"))) or not os.path.isfile(link):
+                bad.append(f"{snapshot.get('dir')}/snapshots/{snapshot.get('commit')}/{rel}")
+        except OSError:
+            bad.append(f"{snapshot.get('dir')}/snapshots/{snapshot.get('commit')}/{rel}")
+    return bad
+
+
+def _write_text_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_hf_snapshot(dest: str, snapshot: dict[str, Any], old: Any, created: set[str]) -> None:
+    """Link snapshots/<commit>/<path> to its blob (relative symlinks, replaced atomically), write refs/<revision>
+    (unless the revision is the commit) and trees/<commit>.json; remove the links of a previous commit's snapshot.
+    Runs after every blob is verified and before the manifest is written: the manifest still means "complete"."""
+    folder, commit = str(snapshot["dir"]), str(snapshot["commit"])
+    for rel, info in sorted(snapshot["files"].items()):
+        safe_relpath(rel)
+        link = ensure_parent_dirs(dest, f"{folder}/snapshots/{commit}/{rel}", created)
+        target = _hf_link_target(rel, info["blob"])
+        with contextlib.suppress(OSError):
+            if os.readlink(link) == target:
+                continue
+        tmp = f"{link}.tmp-{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        os.symlink(target, tmp)
+        try:
+            os.replace(tmp, link)
+        except OSError as exc:
+            raise _os_error(exc, f"linking {folder}/snapshots/{commit}/{rel}") from None
+    revision = str(snapshot.get("revision") or "main")
+    if revision != commit:
+        safe_relpath(revision, "revision")
+        _write_text_atomic(ensure_parent_dirs(dest, f"{folder}/refs/{revision}", created), commit)
+    tree = {
+        "format_version": HF_TREE_FORMAT,
+        "files": {
+            rel: {"size": info["size"], "blob_id": info["blob"]}
+            if not info["lfs"]
+            else {"size": info["size"], "blob_id": "", "lfs_sha256": info["blob"], "lfs_size": info["size"]}
+            for rel, info in sorted(snapshot["files"].items())
+        },
+    }
+    write_json_atomic(ensure_parent_dirs(dest, f"{folder}/trees/{commit}.json", created), tree)
+    if isinstance(old, dict) and old.get("commit") not in (None, commit) and old.get("dir") == folder:
+        stale = os.path.join(dest, folder, "snapshots", str(old["commit"]))
+        for rel in old.get("files") or {}:
+            with contextlib.suppress(OSError):
+                if os.path.islink(os.path.join(stale, rel)):
+                    os.unlink(os.path.join(stale, rel))
+        for root, _dirs, _files in sorted(os.walk(stale, topdown=False), key=lambda w: -len(w[0])):
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(dest, folder, "trees", f"{old['commit']}.json"))
+
+
 class Hydrator:
     def __init__(self, args: argparse.Namespace, log: Log) -> None:
         self.args = args
@@ -1416,6 +1559,7 @@ class Hydrator:
         self.progress: Progress | None = None
         self._lock_fd: int | None = None
         self.verified: dict[str, str] = {}  # path -> sha256 re-hashed in this run
+        self.hf: dict[str, Any] | None = None  # --layout hf: the snapshot to link (hf_snapshot_plan)
         self.blocks = BlockPool(BLOCKS_PER_WORKER * args.workers)
 
     # ---- entry point
@@ -1474,6 +1618,7 @@ class Hydrator:
             "revision_requested": source.revision,
             "include": self.include,
             "exclude": self.exclude,
+            "layout": self.args.layout,
         }
 
     def _load_manifest(self) -> dict[str, Any] | None:
@@ -1498,6 +1643,8 @@ class Hydrator:
             return "revision changed"
         if m.get("include", []) != self.include or m.get("exclude", []) != self.exclude:
             return "include/exclude patterns changed"
+        if m.get("layout", "flat") != ident["layout"]:
+            return "layout changed"
         return None
 
     def _check_manifest_files(self, m: dict[str, Any]) -> list[str]:
@@ -1532,6 +1679,7 @@ class Hydrator:
 
             with ThreadPoolExecutor(self.args.workers) as pool:
                 bad.extend(p for p in pool.map(check, to_hash) if p)
+        bad.extend(hf_broken_links(self.dest, m.get("hf")))
         return bad
 
     def _remove_manifest(self) -> None:
@@ -1576,6 +1724,8 @@ class Hydrator:
         )
         resolved, remote = self._retrying(source.plan)
         files = self._select(remote)
+        if args.layout == "hf":
+            files = self._hf_blobs(source, resolved, files)
 
         if old and args.refresh and not bad_paths and self._manifest_matches(old, source) is None:
             if (old.get("revision") or {}).get("resolved") == resolved and self._same_files(old, files):
@@ -1620,6 +1770,8 @@ class Hydrator:
         if jobs:
             self._download(jobs)
 
+        if self.hf is not None:
+            write_hf_snapshot(self.dest, self.hf, (old or {}).get("hf"), self.created_dirs)
         self._finish_dirs()
         self._write_manifest(source, resolved, files, started, t0, len(reused), reused_bytes, resumed)
         self.index.close()
@@ -1638,6 +1790,15 @@ class Hydrator:
             manifest=self.manifest_path,
         )
         return EXIT_OK
+
+    def _hf_blobs(self, source: Source, resolved: str | None, files: list[RemoteFile]) -> list[RemoteFile]:
+        """--layout hf: fetch each distinct blob once, as models--ORG--NAME/blobs/<id>; remember the snapshot."""
+        if not isinstance(source, HfSource):
+            raise UsageError("--layout hf needs an hf:// source (the Hugging Face cache is keyed by repo and commit)")
+        if not resolved:
+            raise HydrateError(f"{source.display()}: the hub returned no commit for the revision")
+        self.hf, blobs = hf_snapshot_plan(source.repo_type, source.repo_id, resolved, source.revision, files)
+        return blobs
 
     def _retrying(self, fn: Callable[[], Any]) -> Any:
         """Call fn, retrying TransientError with exponential backoff and jitter."""
@@ -2175,6 +2336,8 @@ class Hydrator:
             "revision": {"requested": source.revision, "resolved": resolved},
             "include": self.include,
             "exclude": self.exclude,
+            "layout": self.args.layout,
+            **({"hf": self.hf} if self.hf is not None else {}),
             "files": entries,
             "file_count": len(entries),
             "bytes": sum(e["size"] for e in entries),
@@ -2254,6 +2417,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--verify", action="store_true", help="re-hash every file already on disk instead of trusting sizes")
     p.add_argument(
+        "--layout",
+        choices=["flat", "hf"],
+        default="flat",
+        help="flat: the files at their paths; hf: a Hugging Face hub cache (blobs, snapshots, refs; hf:// only)",
+    )
+    p.add_argument(
         "--refresh",
         action="store_true",
         help="even when the manifest matches, ask the source whether the revision moved (hf branches) and update",
@@ -2288,6 +2457,8 @@ def main(argv: list[str] | None = None) -> int:
         args.workers = default_workers()
     if args.workers < 1 or args.retries < 0 or args.digest_retries < 0:
         parser.error("--workers must be >= 1 and --retries/--digest-retries >= 0")
+    if args.layout == "hf" and not args.source.startswith("hf://"):
+        parser.error("--layout hf needs an hf:// source (the Hugging Face cache is keyed by repo and commit)")
     log = Log(args.log_format)
     try:
         return Hydrator(args, log).run()

@@ -61,6 +61,14 @@ def test_drain_persists_moves_replicas_and_undrains(tmp_path):
     state = yaml.safe_load((render / "_fleet" / "example" / "fleet-state.yml").read_text())
     assert state == {"gpufleet_drained_clusters": [drained], "gpufleet_cordoned_clusters": []}
     assert not (inventory / "group_vars" / "all" / "gpufleet_drained.yml").exists()
+    # Fleet routing (docs/routing.md): the drained cluster's replica keeps its files for this run while the routing
+    # file written in the same run gives the cluster weight 0; the next run removes them.
+    routing = render / "_fleet" / "routing" / "gpufleet-routing.configmap-gpufleet-routing-example.yaml"
+    artifact = json.loads(yaml.safe_load(routing.read_text())["data"]["routing.json"])
+    (qwen,) = [m for m in artifact["models"] if m["deployment"] == "qwen-demo"]
+    assert {c["cluster"]: c["weight"] for c in qwen["clusters"]}[drained] == 0
+    assert list((render / drained).glob("*/*qwen-demo-*.yaml"))
+    playbook(inventory, "deploy.yml", "-e", out)
     after = clusters_of(render, "qwen-demo")
     assert drained not in after
     assert len(after) == 3
@@ -232,6 +240,11 @@ def test_a_selector_typo_on_a_running_deployment_fails_before_anything_is_writte
     assert allowed.returncode == 0, allowed.stdout[-3000:]
     assert "Replicas removed by this placement:" in allowed.stdout
     assert allowed.stdout.count("qwen-demo: replica (") == 3
+    # Fleet routing (docs/routing.md): the replicas leave the routing file (weight 0) in this run, their files go in
+    # the next one.
+    assert "qwen-demo: eks-us-east-1=0" in allowed.stdout
+    again = run_playbook(inventory, "deploy.yml", "-e", out, "-e", '{"gpufleet_allow_capacity_loss": ["qwen-demo"]}')
+    assert again.returncode == 0, again.stdout[-3000:]
     assert not list(render.glob("*/*/service-qwen-demo-*.yaml"))
 
 

@@ -22,37 +22,99 @@ MU = "plugins/module_utils"
 
 #: The package inits on the way to module_utils (ansible-core synthesises the ones above it).
 INITS = {"__init__.py", "plugins/__init__.py", f"{MU}/__init__.py"}
-#: The fleet models and what they stand on (models.py validates a cluster's pools, classes and versions).
+#: The fleet models a provider needs and what they stand on: inventory/clusters.py validates a cluster's pools and
+#: versions, inventory/classes.py its classes (a class may name a hardware catalog entry, catalog.py, whose unknown
+#: names get suggest.py's "did you mean"); inventory/common.py is what both share. The providers import these parts
+#: directly: neither the models.py façade nor the deployments and caches ship with them.
 MODELS = INITS | {
     f"{MU}/{name}"
     for name in (
+        "catalog.py",
         "contract.py",
         "dra/__init__.py",
         "dra/api.py",
         "errors.py",
+        "inventory/__init__.py",
+        "inventory/classes.py",
+        "inventory/clusters.py",
+        "inventory/common.py",
         "k8s/__init__.py",
         "k8s/version.py",
-        "models.py",
         "quantity.py",
         "redact.py",
         "semver.py",
+        "suggest.py",
     )
 }
+#: The whole fleet model behind its façade: a deployment (inventory/deployments.py) names its caches' sources
+#: (inventory/caches.py).
+ALL_MODELS = MODELS | {f"{MU}/{name}" for name in ("inventory/caches.py", "inventory/deployments.py", "models.py")}
 #: The provisioning modules walk a pool's capacity ladder (capacity_ladder.py: error classes, the walk).
-EKS = MODELS | {f"{MU}/eks.py", f"{MU}/provider_rules.py", f"{MU}/capacity_ladder.py"}
-GKE = MODELS | {f"{MU}/gke.py", f"{MU}/gke_client.py", f"{MU}/provider_rules.py", f"{MU}/capacity_ladder.py"}
-PLACEMENT = MODELS | {
-    f"{MU}/{name}"
-    for name in (
-        "dra/allocator.py",
-        "dra/constraints.py",
-        "dra/features.py",
-        "dra/state.py",
-        "dra_cel.py",
-        "placement.py",
-        "records.py",
-    )
+#: The providers live behind cloud/provider.py (the waiter, the Provider protocol); the modules import cloud/ directly,
+#: never the eks.py / gke.py / gke_client.py façades, and one provider's module ships nothing of the other.
+CLOUD = {f"{MU}/cloud/__init__.py", f"{MU}/cloud/provider.py", f"{MU}/provider_rules.py", f"{MU}/capacity_ladder.py"}
+EKS = MODELS | CLOUD | {f"{MU}/cloud/eks.py"}
+GKE = MODELS | CLOUD | {f"{MU}/cloud/gke.py", f"{MU}/cloud/gke_client.py"}
+#: The CEL engine behind the dra_cel.py façade: all of it (the function registry imports every library).
+CEL = {
+    f"{MU}/dra_cel.py",
+    *(
+        f"{MU}/cel/{name}"
+        for name in (
+            "__init__.py",
+            "checker.py",
+            "common.py",
+            "cost.py",
+            "costmodel.py",
+            "device.py",
+            "interpreter.py",
+            "lexer.py",
+            "nodes.py",
+            "parser.py",
+            "selector.py",
+            "types.py",
+            "values.py",
+        )
+    ),
+    *(
+        f"{MU}/cel/library/{name}.py"
+        for name in (
+            "__init__",
+            "core",
+            "dra",
+            "function",
+            "lists",
+            "optional",
+            "quantity",
+            "regex",
+            "registry",
+            "semver",
+            "sets",
+            "strings",
+        )
+    ),
 }
+PLACEMENT = (
+    ALL_MODELS
+    | CEL
+    | {
+        f"{MU}/{name}"
+        for name in (
+            "dra/allocator.py",
+            "dra/constraints.py",
+            "dra/features.py",
+            "dra/state.py",
+            "pd_instances.py",  # prefill/decode instances: colocate fabric, explain by role (no rendering)
+            "placement.py",  # the façade of scheduling/: plan(), place()
+            "records.py",
+            "scheduling/__init__.py",
+            "scheduling/common.py",
+            "scheduling/explain.py",
+            "scheduling/matching.py",
+            "scheduling/planner.py",
+        )
+    }
+)
 
 #: Modules that run on the target, and the collection files their payload holds.
 EXPECTED: dict[str, set[str]] = {

@@ -174,6 +174,12 @@ def test_the_walk_sees_the_collection():
         ("contract", {"errors"}),
         ("errors", set()),
         ("k8s.version", set()),
+        # The CEL engine's bottom: the syntax tree and the types import nothing of the collection.
+        ("cel.nodes", set()),
+        ("cel.types", set()),
+        ("cel.common", {"errors"}),
+        # The cloud seam: the Provider protocol and the shared waiter stand on the capacity failures alone.
+        ("cloud.provider", {"capacity_ladder", "errors", "k8s.version"}),
     ],
 )
 def test_bottom_modules_import_only_what_they_may(module, allowed):
@@ -187,3 +193,21 @@ def test_module_utils_package_inits_are_empty():
     inits = sorted((PLUGINS / "module_utils").rglob("__init__.py"))
     assert inits, "no package under plugins/module_utils"
     assert {str(p.relative_to(REPO)): p.read_bytes() for p in inits if p.read_bytes().strip()} == {}
+
+
+def test_cel_function_library_does_not_import_the_engine():
+    """The checker, coster and interpreter read the function registry; a library file never reads them back."""
+    graph = import_graph()
+    engine = {f"{MODULE_UTILS}.cel.{name}" for name in ("checker", "cost", "interpreter", "selector")}
+    library = sorted(name for name in graph if name.startswith(f"{MODULE_UTILS}.cel.library."))
+    assert len(library) >= 10, library
+    assert {name: sorted(graph[name] & engine) for name in library if graph[name] & engine} == {}
+
+
+def test_one_cloud_provider_does_not_import_another():
+    """A GKE module's payload carries nothing of EKS and the other way round."""
+    graph = import_graph()
+    gke, eks = f"{MODULE_UTILS}.cloud.gke", f"{MODULE_UTILS}.cloud.eks"
+    assert f"{MODULE_UTILS}.cloud.provider" in graph[gke] & graph[eks]
+    assert eks not in graph[gke] and gke not in graph[eks]
+    assert f"{MODULE_UTILS}.cloud.gke_client" not in graph[gke]  # the client is the module's, passed in

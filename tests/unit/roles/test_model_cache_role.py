@@ -48,7 +48,7 @@ def test_every_option_is_described_and_typed(name):
     description = option.get("description")
     text = " ".join(description) if isinstance(description, list) else description
     assert isinstance(text, str) and len(text) > 20, name
-    assert option.get("type") in {"str", "int", "bool", "list", "dict", "path"}, name
+    assert option.get("type") in {"str", "int", "bool", "list", "dict", "path", "raw"}, name
     if option["type"] == "list":
         assert "elements" in option, name
 

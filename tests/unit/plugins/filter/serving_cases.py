@@ -131,6 +131,28 @@ def kserve_deployment() -> dict[str, Any]:
     return dep
 
 
+def pd_deployment(backend: str) -> dict[str, Any]:
+    """A prefill/decode instance (design.md §14): prefill 2 x 1 GPU, decode 1 x 4 GPUs, ratio 2:1."""
+    base = example_deployment("qwen-demo")
+    member = base["engines"][0]["members"][0]
+
+    def role(name: str, count: int, copies: int) -> dict[str, Any]:
+        m = copy.deepcopy(member)
+        m["node_selector"]["devices"][0]["count"] = count
+        container = m["template"]["spec"]["containers"][0]
+        container["args"] = ["--model=meta-llama/Llama-3.1-8B-Instruct", f"--tensor-parallel-size={count}"]
+        return {"name": name, "role": name, "copies": copies, "members": [m]}
+
+    base.update(
+        name="llama-pd",
+        cache=None,
+        backend=backend,
+        ratio={"prefill": 2, "decode": 1},
+        engines=[role("prefill", 1, 2), role("decode", 4, 1)],
+    )
+    return base
+
+
 # name -> (description, build() -> (replicas, deployment, kwargs))
 def golden_cases() -> dict[str, tuple[str, Any]]:
     def single_gpu():
@@ -169,7 +191,23 @@ def golden_cases() -> dict[str, tuple[str, Any]]:
         dep = cached_gang_deployment()
         return [replica(dep, "onprem-a", 0, "dgx")], dep, {"cluster": "onprem-a", "caches": cached_gang_caches()}
 
+    def grove_gang():
+        dep = example_deployment("deepseek-v3")
+        dep.update(name="deepseek-grove", backend="grove")
+        return [replica(dep, "onprem-a", 0, "dgx")], dep, {"cluster": "onprem-a"}
+
+    def pd(backend: str):
+        def build():
+            dep = pd_deployment(backend)
+            return [replica(dep, "eks-us-east-1", 0, "p5")], dep, {"cluster": "eks-us-east-1"}
+
+        return build
+
     return {
+        "grove_gang": ("backend grove: a 2-node Ray gang as one PodCliqueSet, leader found by Grove's env", grove_gang),
+        "pd_grove": ("prefill/decode instance as one Grove PodCliqueSet (2 prefill : 1 decode)", pd("grove")),
+        "pd_llm_d": ("prefill/decode instance as two Deployments, routing sidecar and the llm-d router", pd("auto")),
+        "pd_kserve": ("prefill/decode instance as one LLMInferenceService with spec.prefill", pd("kserve")),
         "single_gpu_deployment": ("one GPU, apps/v1 Deployment, Service + HTTPRoute through a gateway", single_gpu),
         "tp8_node": ("8 GPUs of one node (tensor parallel), user nvidia.com/gpu limits stripped", tp8),
         "lws_gang_nic": (

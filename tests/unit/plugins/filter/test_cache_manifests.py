@@ -15,11 +15,13 @@ from k8s_schemas import validate_objects
 from ansible_collections.gpufleet.serving.plugins.filter.cache_manifests import (
     FilterModule,
     cache_adopted_volume,
+    cache_follow_removal,
     cache_job_action,
     cache_job_status,
     cache_jobs_to_delete,
     cache_manifests,
     cache_pvc_change_error,
+    cache_staged,
     cache_status_summary,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import HydrationOptions, cache_objects
@@ -42,6 +44,8 @@ FLEET = "example"
 def test_filters_are_registered():
     assert FilterModule().filters() == {
         "cache_manifests": cache_manifests,
+        "cache_staged": cache_staged,
+        "cache_follow_removal": cache_follow_removal,
         "cache_job_status": cache_job_status,
         "cache_status_summary": cache_status_summary,
         "cache_job_action": cache_job_action,
@@ -216,3 +220,16 @@ def test_cache_manifests_doc_lists_every_option_with_its_default():
         value = getattr(defaults, name)
         value = list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, dict) else value
         assert options[name].get("default") == value, name
+
+
+def test_cache_staged_narrows_a_follow_cache_to_the_placed_clusters_and_refuses_bad_input():
+    data = example_fleet()
+    data["caches"][0]["clusters"] = "follow"
+    data["caches"][0]["candidate_clusters"] = ["a", "b", "c"]
+    deployments = [{"name": "qwen-demo", "cache": data["caches"][0]["name"]}]
+    staged = cache_staged(data["caches"], deployments, [{"deployment": "qwen-demo", "cluster": "b"}])
+    assert staged[0]["candidate_clusters"] == ["b"] and staged[0]["may_stage_on"] == ["a", "b", "c"]
+    with pytest.raises(AnsibleFilterError, match="cache_staged: replicas must be the plan's replica records"):
+        cache_staged(data["caches"], deployments, {"deployment": "qwen-demo"})
+    with pytest.raises(AnsibleFilterError, match="cache_staged: deployments must be the fleet's deployments"):
+        cache_staged(data["caches"], "qwen-demo")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends import registry
+from ansible_collections.gpufleet.serving.plugins.module_utils.backends.base import Backend
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import (
     REGISTRY,
     backend_for,
@@ -69,13 +70,21 @@ def test_kinds_come_from_the_registry_in_prune_order():
         "Deployment",
         "LeaderWorkerSet",
         "LLMInferenceService",
+        "PodCliqueSet",
         "ResourceClaimTemplate",
         "HTTPRoute",
+        "ConfigMap",
+        "InferencePool",  # routing.inference_pool (inference_pool.py)
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ScaledObject",  # autoscaling (autoscaling.py): pruned when a deployment loses `autoscaling`
     ]
     assert {k.kind: k.ready_condition for k in workload_kinds()} == {
         "Deployment": "Available",
         "LeaderWorkerSet": "Available",
         "LLMInferenceService": "Ready",
+        "PodCliqueSet": None,  # readiness from replica counts (readiness.PREDICATES), no condition
     }
     contract = role_contract()
     assert contract["serving_owner_selector"] == [
@@ -89,7 +98,16 @@ def test_kinds_come_from_the_registry_in_prune_order():
 
 
 def test_name_limits():
-    assert {name: b.max_name for name, b in REGISTRY.items()} == {"deployment": 63, "leaderworkerset": 47, "kserve": 37}
+    assert {name: b.max_name for name, b in REGISTRY.items()} == {
+        "deployment": 63,
+        "leaderworkerset": 47,
+        "kserve": 37,
+        "grove": 45,  # Grove: PodCliqueSet + scaling group + clique names together
+    }
+
+
+def _pcs(**status):
+    return {"kind": "PodCliqueSet", "metadata": {"generation": 3}, "spec": {"replicas": 1}, "status": status}
 
 
 def _deployment(replicas=2, **status):
@@ -116,6 +134,9 @@ def _deployment(replicas=2, **status):
         ({"kind": "LLMInferenceService", "status": {"conditions": [{"type": "Ready", "status": "True"}]}}, True),
         ({"kind": "LLMInferenceService", "status": {"conditions": [{"type": "Ready", "status": "False"}]}}, False),
         ({"kind": "LLMInferenceService", "status": {}}, False),
+        (_pcs(observedGeneration=3, updatedReplicas=1, availableReplicas=1), True),
+        (_pcs(observedGeneration=3, updatedReplicas=1, availableReplicas=0), False),
+        (_pcs(observedGeneration=2, updatedReplicas=1, availableReplicas=1), False),
         ({"kind": "Service"}, True),  # config-like objects are ready once they exist
     ],
 )
@@ -127,3 +148,30 @@ def test_unknown_backend_is_an_error_not_a_keyerror():
     d = dep().model_copy(update={"backend": "llm-d"})
     with pytest.raises(GpufleetError, match="unknown backend 'llm-d'"):
         registry.backend_for(d, d.engines[0])
+
+
+def test_every_backend_declares_roles_and_claims():
+    assert {name: (sorted(b.roles), b.claims) for name, b in REGISTRY.items()} == {
+        "deployment": (["Leader", "Standalone", "Worker", "decode", "prefill"], "templates"),
+        "leaderworkerset": (["Leader", "Standalone", "Worker", "decode", "prefill"], "templates"),
+        "kserve": (["Leader", "Standalone", "Worker", "decode", "prefill"], "templates"),
+        "grove": (["Leader", "Standalone", "Worker", "decode", "prefill"], "embedded"),
+    }
+
+
+def test_a_backend_refuses_a_role_it_does_not_render():
+    class MembersOnly(Backend):
+        name = "members-only"  # the base class's roles: Standalone, Leader, Worker
+
+    d = dep("deployment", [STANDALONE])
+    d.engines[0].role = "prefill"  # as a P/D deployment would give it
+    with pytest.raises(GpufleetError, match=r"backend members-only cannot render role\(s\) prefill of engine 'solo'"):
+        MembersOnly().check_roles(d)
+    for backend in REGISTRY.values():
+        backend.check_roles(d)
+
+
+def test_auto_renders_per_engine_and_a_named_backend_renders_the_replica():
+    assert isinstance(registry.replica_backend(dep("auto", [STANDALONE, GANG])), registry.PerEngine)
+    assert registry.replica_backend(dep("grove", [STANDALONE, GANG])) is REGISTRY["grove"]
+    assert registry.replica_backend(dep("leaderworkerset", [GANG])) is REGISTRY["leaderworkerset"]

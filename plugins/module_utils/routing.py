@@ -1,0 +1,583 @@
+# Copyright: gpufleet.serving contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Fleet routing (issue 27 item 2): one routing artifact per fleet, derived from the whole placement, and its renderers.
+
+The artifact says, per model (deployment) and per cluster holding replicas of it: the cluster's model endpoint (the
+model Service, and the cluster gateway's address + the model's stable path), the replicas placed and Ready there, a
+``weight`` proportional to the Ready replicas and a ``priority`` tier; plus the model's spillover endpoints (used at
+their tier while the Ready replicas are fewer than desired) and its adapter names.
+
+* **Ready.** Render mode cannot see pods: a replica is Ready when it is placed and its cluster is not draining. Apply
+  mode passes the replicas its reconcile still waits for (``fleet_apply``'s ``pending``): those are not Ready.
+* **Weight.** The Ready replicas on the cluster; 0 for a drained cluster (``gpufleet_drained_clusters``) as long as the
+  model has Ready replicas on a cluster that is not drained (traffic leaves before the replicas do; a model that is
+  nowhere else keeps serving where it is rather than drop all its traffic, as :func:`.plan.routing` decides).
+* **Priority.** ``gpufleet_routing_priority`` of the cluster (default 0; lower is preferred, Envoy's priority
+  semantics). A spillover endpoint's tier is its own ``priority``.
+
+Renderers (``gpufleet_fleet_routing``): ``httproute`` (a hub Gateway API HTTPRoute with weighted ``backendRefs`` to
+one ExternalName Service per cluster), ``aigateway`` (Envoy AI Gateway ``AIGatewayRoute`` with weight + priority over
+one ``AIServiceBackend`` + Envoy Gateway ``Backend`` per cluster), ``llmd`` (the llm-d router's
+``multicluster-file-discovery`` endpoints file, in a ConfigMap). Every renderer's objects are for the hub cluster
+(``gpufleet_routing_hub``); the artifact itself is one more ConfigMap beside them.
+
+Pure: no I/O. The action ``fleet_routing`` writes ``_fleet/routing/`` or applies to the hub.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    LABEL_COMPONENT,
+    LABEL_DEPLOYMENT,
+    LABEL_FLEET,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    k8s_name,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
+
+ROUTING_VERSION = 1
+NONE = "none"
+HTTPROUTE = "httproute"
+AIGATEWAY = "aigateway"
+LLMD = "llmd"
+#: ``gpufleet_fleet_routing``: which renderer turns the artifact into hub objects.
+RENDERERS: tuple[str, ...] = (NONE, HTTPROUTE, AIGATEWAY, LLMD)
+COMPONENT_ROUTING = "routing"
+ROUTING_OWNER: dict[str, str] = {LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: COMPONENT_ROUTING}
+#: Where the hub's files live in a render directory: ``<render_dir>/_fleet/routing/<file>.yaml``.
+ROUTING_DIR = "routing"
+DEFAULT_PORT = 80
+#: The host variables of a cluster (inventory host) that routing reads.
+PRIORITY_VAR = "gpufleet_routing_priority"
+ADDRESS_VAR = "gpufleet_routing_address"
+#: The key of the llm-d endpoints file in its ConfigMap (mount it at the path the EPP's plugin reads).
+LLMD_FILE_KEY = "endpoints.yaml"
+ARTIFACT_KEY = "routing.json"
+_HOST = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
+
+
+def parse_renderer(value: Any, var: str = "gpufleet_fleet_routing") -> str:
+    if value is None or value == "":
+        return NONE
+    if not isinstance(value, str) or value not in RENDERERS:
+        raise GpufleetError(f"{var}: must be one of {', '.join(RENDERERS)} (got {value!r})")
+    return value
+
+
+def parse_address(value: Any, where: str) -> tuple[str | None, int]:
+    """``host`` or ``host:port`` (a DNS name or an IPv4 address the hub reaches the cluster's gateway at)."""
+    if value is None or value == "":
+        return None, DEFAULT_PORT
+    if not isinstance(value, str):
+        raise FleetValidationError([(where, f"must be a host name or host:port (got {type(value).__name__})")])
+    host, sep, port_text = value.strip().rpartition(":")
+    if not sep:
+        host, port_text = value.strip(), str(DEFAULT_PORT)
+    host = host.lower()
+    if not _HOST.match(host) or not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise FleetValidationError(
+            [(where, f"must be a host name or IPv4 address, optionally with :port 1-65535 (got {value!r})")]
+        )
+    return host, int(port_text)
+
+
+def cluster_settings(hostvars: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per cluster: ``priority`` (``gpufleet_routing_priority``, default 0) and the gateway ``address``/``port``
+    (``gpufleet_routing_address``). ``hostvars``: ``{cluster: {var: value}}`` (only these two are read)."""
+    out: dict[str, dict[str, Any]] = {}
+    errors: list[tuple[str, str]] = []
+    for name in sorted(hostvars):
+        hv = hostvars[name] or {}
+        prio = hv.get(PRIORITY_VAR)
+        if prio is None or prio == "":
+            prio = 0
+        if isinstance(prio, str) and prio.strip().lstrip("-").isdigit():
+            prio = int(prio)  # AWX survey answers arrive as strings
+        if isinstance(prio, bool) or not isinstance(prio, int) or not 0 <= prio <= 1000:
+            errors.append((f"hostvars[{name!r}].{PRIORITY_VAR}", f"must be an integer 0-1000 (got {prio!r})"))
+            prio = 0
+        try:
+            host, port = parse_address(hv.get(ADDRESS_VAR), f"hostvars[{name!r}].{ADDRESS_VAR}")
+        except FleetValidationError as exc:
+            errors += exc.errors
+            host, port = None, DEFAULT_PORT
+        out[str(name)] = {"priority": prio, "address": host, "port": port}
+    if errors:
+        raise FleetValidationError(errors)
+    return out
+
+
+def model_path(namespace: str, deployment: str) -> str:
+    """The model's path on every cluster gateway (``render.model_endpoint_path``; repeated here to stay import-light)."""
+    return f"/{namespace}/{deployment}/"
+
+
+def _spillover(dep: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The deployment's ``external_endpoints`` (issue 33's field; absent → none), as artifact entries. Only the
+    Secret's name and key are carried, never a credential."""
+    out = []
+    for ext in dep.get("external_endpoints") or []:
+        if not isinstance(ext, Mapping):
+            continue
+        secret = ext.get("secret") if isinstance(ext.get("secret"), Mapping) else None
+        weight = ext.get("weight")
+        out.append(
+            {
+                "name": str(ext.get("name")),
+                "url": str(ext.get("url")),
+                "secret": None if secret is None else {"name": str(secret.get("name")), "key": str(secret.get("key"))},
+                "priority": int(ext.get("priority") or 0),
+                "weight": 1 if weight is None else int(weight),
+            }
+        )
+    return sorted(out, key=lambda e: (e["priority"], e["name"]))
+
+
+def build_routing(
+    fleet: Mapping[str, Any],
+    placed: Mapping[str, Mapping[str, int]],
+    *,
+    drained: Iterable[str] = (),
+    clusters: Mapping[str, Mapping[str, Any]] | None = None,
+    not_ready: Mapping[str, Mapping[str, int]] | None = None,
+    leaving: Mapping[str, Mapping[str, int]] | None = None,
+    held: Iterable[str] = (),
+    mode: str = "render",
+    renderer: str = NONE,
+) -> dict[str, Any]:
+    """The routing artifact.
+
+    ``fleet``: the normalised fleet (its ``name`` and ``deployments``). ``placed``: ``{deployment: {cluster: n}}``, the
+    replicas the placement keeps (see :func:`placed_counts`). ``drained``: the drained clusters. ``clusters``:
+    :func:`cluster_settings`. ``not_ready``: ``{deployment: {cluster: n}}`` placed replicas known not to be Ready
+    (apply mode: still pending after the wait); render mode passes none. ``leaving``: ``{deployment: {cluster: n}}``
+    the replicas running now that the placement removes (``dropped``): they get weight 0 - they are about to be
+    deleted - unless their deployment is in ``held`` (its new replicas are not Ready, so the apply deletes nothing of
+    it this run): then they keep serving and keep their weight."""
+    drained = set(drained)
+    settings = clusters or {}
+    not_ready = not_ready or {}
+    leaving = leaving or {}
+    held = set(held)
+    deps = {str(d["name"]): d for d in fleet.get("deployments") or []}
+    models = []
+    for name in sorted(set(deps) | set(placed)):
+        dep = deps.get(name, {})
+        per = {c: int(n) for c, n in (placed.get(name) or {}).items() if int(n) > 0}
+        going = {c: int(n) for c, n in (leaving.get(name) or {}).items() if int(n) > 0}
+        namespace = str(dep.get("namespace") or "default")
+        port = int(dep.get("port") or 8000)
+        ready = {c: max(0, n - int((not_ready.get(name) or {}).get(c, 0))) for c, n in per.items()}
+        if name in held:  # the old replicas stay this run: they serve until their replacements are Ready
+            for c, n in going.items():
+                ready[c] = ready.get(c, 0) + n
+        serving_elsewhere = any(ready.get(c, 0) > 0 for c in set(per) | set(going) if c not in drained)
+        rows: list[dict[str, Any]] = []
+        for cluster in sorted(set(per) | set(going)):
+            cs = settings.get(cluster) or {}
+            draining = cluster in drained
+            ready_here = 0 if (draining and serving_elsewhere) else ready.get(cluster, 0)
+            rows.append(
+                {
+                    "cluster": cluster,
+                    "service": f"{k8s_name(name)}.{namespace}.svc",
+                    "address": cs.get("address"),
+                    "port": int(cs.get("port") or DEFAULT_PORT),
+                    "path": model_path(namespace, name),
+                    "placed": per.get(cluster, 0),
+                    "leaving": going.get(cluster, 0),
+                    "ready": ready.get(cluster, 0),
+                    "weight": ready_here,
+                    "priority": int(cs.get("priority") or 0),
+                    "draining": draining,
+                }
+            )
+        desired = int(dep.get("replicas") or 0)
+        total_ready = sum(int(r["weight"]) for r in rows)
+        spill = _spillover(dep)
+        for entry in spill:
+            entry["active"] = total_ready < desired
+        models.append(
+            {
+                "deployment": name,
+                "namespace": namespace,
+                "port": port,
+                "path": model_path(namespace, name),
+                "desired": desired,
+                "ready": total_ready,
+                "adapters": sorted(str(a.get("name")) for a in dep.get("adapters") or [] if isinstance(a, Mapping)),
+                "clusters": rows,
+                "spillover": spill,
+            }
+        )
+    return {
+        "version": ROUTING_VERSION,
+        "fleet": str(fleet.get("name") or ""),
+        "mode": mode,
+        "renderer": renderer,
+        "models": models,
+    }
+
+
+def placed_counts(replicas: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """``{deployment: {cluster: replicas}}`` of replica records."""
+    out: dict[str, dict[str, int]] = {}
+    for r in replicas:
+        per = out.setdefault(str(r["deployment"]), {})
+        per[str(r["cluster"])] = per.get(str(r["cluster"]), 0) + 1
+    return out
+
+
+def pending_counts(pending: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """``{deployment: {cluster: n}}`` of ``fleet_apply``'s ``pending`` entries (replicas not Ready after the wait)."""
+    out: dict[str, dict[str, int]] = {}
+    for p in pending:
+        dep, cluster = p.get("deployment"), p.get("cluster")
+        if dep and cluster:
+            per = out.setdefault(str(dep), {})
+            per[str(cluster)] = per.get(str(cluster), 0) + 1
+    return out
+
+
+def weight_lines(artifact: Mapping[str, Any]) -> list[str]:
+    """One line per model for the run's output: ``chat: c1=3 c2=2 c3=0 (draining)``."""
+    lines = []
+    for m in artifact.get("models") or []:
+        parts = [
+            f"{c['cluster']}={c['weight']}"
+            + (" (draining)" if c["draining"] else "")
+            + (f" p{c['priority']}" if c["priority"] else "")
+            for c in m["clusters"]
+        ]
+        parts += [f"{s['name']}(spillover p{s['priority']})" for s in m["spillover"] if s["active"]]
+        lines.append(f"{m['deployment']}: " + (" ".join(parts) or "no endpoint"))
+    return lines
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Renderers: the hub's objects
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def _labels(fleet: str, deployment: str | None = None) -> dict[str, str]:
+    labels = dict(ROUTING_OWNER)
+    if fleet:
+        labels[LABEL_FLEET] = fleet
+    if deployment:
+        labels[LABEL_DEPLOYMENT] = deployment
+    return labels
+
+
+def _meta(name: str, namespace: str, fleet: str, deployment: str | None = None) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace, "labels": _labels(fleet, deployment)}
+
+
+def backend_name(deployment: str, cluster: str) -> str:
+    """The hub object standing for ``cluster``'s endpoint of ``deployment`` (a DNS-1035 label, stable)."""
+    return k8s_name(f"{deployment}-{cluster}")
+
+
+def _usable(model: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The clusters with an address (the hub can reach), and a line for each one without."""
+    rows, missing = [], []
+    for c in model["clusters"]:
+        if c["address"]:
+            rows.append(c)
+        else:
+            missing.append(
+                f"{model['deployment']}: cluster {c['cluster']} has no {ADDRESS_VAR}: the hub cannot route to it"
+            )
+    return rows, missing
+
+
+def _split_url(url: str, where: str) -> tuple[str, int, str, bool]:
+    m = re.match(r"^(https?)://([^/:]+)(?::(\d+))?(/.*)?$", url)
+    if not m:
+        raise GpufleetError(f"{where}: must be an http(s) URL (got {url!r})")
+    tls = m.group(1) == "https"
+    return m.group(2).lower(), int(m.group(3) or (443 if tls else 80)), m.group(4) or "/", tls
+
+
+def render_httproute(artifact: Mapping[str, Any], gateway: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Gateway API: per model an HTTPRoute on the hub's Gateway, ``PathPrefix /<ns>/<deployment>/`` (passed through: the
+    cluster gateway's own route rewrites it), one weighted ``backendRef`` per cluster to an ExternalName Service naming
+    the cluster gateway's address; active spillover endpoints are more ExternalName backends at their weight (Gateway
+    API has no priority: a spillover endpoint takes its weight's share while it is active)."""
+    fleet = str(artifact.get("fleet") or "")
+    objs: list[dict[str, Any]] = []
+    notes: list[str] = []
+    parent: dict[str, Any] = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": str(gateway["name"])}
+    if gateway.get("namespace"):
+        parent["namespace"] = str(gateway["namespace"])
+    if gateway.get("section_name"):
+        parent["sectionName"] = str(gateway["section_name"])
+    for model in artifact.get("models") or []:
+        dep, ns = model["deployment"], model["namespace"]
+        rows, missing = _usable(model)
+        notes += missing
+        refs = []
+        for c in rows:
+            svc = backend_name(dep, c["cluster"])
+            objs.append(_external_service(svc, ns, fleet, dep, c["address"], c["port"], c["cluster"]))
+            refs.append({"name": svc, "port": c["port"], "weight": c["weight"]})
+        for s in model["spillover"]:
+            if not s["active"]:
+                continue
+            host, port, _path, _tls = _split_url(s["url"], f"{dep}.external_endpoints.{s['name']}.url")
+            svc = backend_name(dep, f"x-{s['name']}")
+            objs.append(_external_service(svc, ns, fleet, dep, host, port, None))
+            refs.append({"name": svc, "port": port, "weight": s["weight"]})
+        if not refs:
+            continue
+        objs.append(
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "HTTPRoute",
+                "metadata": _meta(k8s_name(dep), ns, fleet, dep),
+                "spec": {
+                    "parentRefs": [parent],
+                    "rules": [
+                        {
+                            "matches": [{"path": {"type": "PathPrefix", "value": model["path"]}}],
+                            "backendRefs": refs,
+                            "timeouts": {"request": "0s"},
+                        }
+                    ],
+                },
+            }
+        )
+    return objs, notes
+
+
+def _external_service(
+    name: str, namespace: str, fleet: str, dep: str, host: str, port: int, cluster: str | None
+) -> dict[str, Any]:
+    meta = _meta(name, namespace, fleet, dep)
+    if cluster:
+        meta["labels"]["gpufleet.io/cluster"] = cluster
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": "ExternalName",
+            "externalName": host,
+            "ports": [{"name": "http", "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+
+
+def render_aigateway(artifact: Mapping[str, Any], gateway: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Envoy AI Gateway (v1beta1): per model an ``AIGatewayRoute`` matching ``x-ai-eg-model`` on the deployment's name
+    and each adapter's, with one ``backendRef`` per cluster (``weight``, ``priority``) to an ``AIServiceBackend``
+    (OpenAI schema, prefix ``/<ns>/<deployment>/v1``) over an Envoy Gateway ``Backend`` (the cluster gateway's
+    address). Active spillover endpoints are backends at their own priority tier."""
+    fleet = str(artifact.get("fleet") or "")
+    objs: list[dict[str, Any]] = []
+    notes: list[str] = []
+    parent: dict[str, Any] = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": str(gateway["name"])}
+    if gateway.get("namespace"):
+        parent["namespace"] = str(gateway["namespace"])
+    if gateway.get("section_name"):
+        parent["sectionName"] = str(gateway["section_name"])
+    for model in artifact.get("models") or []:
+        dep, ns = model["deployment"], model["namespace"]
+        rows, missing = _usable(model)
+        notes += missing
+        refs = []
+        for c in rows:
+            name = backend_name(dep, c["cluster"])
+            objs += _ai_backend(name, ns, fleet, dep, c["address"], c["port"], f"{model['path']}v1", tls=False)
+            refs.append({"name": name, "weight": c["weight"], "priority": c["priority"]})
+        for s in model["spillover"]:
+            if not s["active"]:
+                continue
+            host, port, path, tls = _split_url(s["url"], f"{dep}.external_endpoints.{s['name']}.url")
+            name = backend_name(dep, f"x-{s['name']}")
+            objs += _ai_backend(name, ns, fleet, dep, host, port, path.rstrip("/") or "/v1", tls=tls)
+            refs.append({"name": name, "weight": s["weight"], "priority": s["priority"]})
+        if not refs:
+            continue
+        names = [dep, *model["adapters"]]
+        objs.append(
+            {
+                "apiVersion": "aigateway.envoyproxy.io/v1beta1",
+                "kind": "AIGatewayRoute",
+                "metadata": _meta(k8s_name(dep), ns, fleet, dep),
+                "spec": {
+                    "parentRefs": [parent],
+                    "rules": [
+                        {
+                            "matches": [{"headers": [{"type": "Exact", "name": "x-ai-eg-model", "value": n}]}],
+                            "backendRefs": refs,
+                        }
+                        for n in names
+                    ],
+                },
+            }
+        )
+    return objs, notes
+
+
+def _ai_backend(
+    name: str, ns: str, fleet: str, dep: str, host: str, port: int, prefix: str, *, tls: bool
+) -> list[dict[str, Any]]:
+    ip = re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", host)
+    endpoint = {"ip": {"address": host, "port": port}} if ip else {"fqdn": {"hostname": host, "port": port}}
+    backend: dict[str, Any] = {
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "Backend",
+        "metadata": _meta(name, ns, fleet, dep),
+        "spec": {"endpoints": [endpoint]},
+    }
+    if tls:
+        backend["spec"]["tls"] = {"wellKnownCACertificates": "System"}
+    service_backend = {
+        "apiVersion": "aigateway.envoyproxy.io/v1beta1",
+        "kind": "AIServiceBackend",
+        "metadata": _meta(name, ns, fleet, dep),
+        "spec": {
+            "schema": {"name": "OpenAI", "prefix": prefix},
+            "backendRef": {"name": name, "kind": "Backend", "group": "gateway.envoyproxy.io"},
+        },
+    }
+    return [backend, service_backend]
+
+
+def render_llmd(artifact: Mapping[str, Any], namespace: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The llm-d router's cluster-scoped endpoints file, one per fleet, in a ConfigMap (``endpoints.yaml``).
+
+    Format: llm-d/llm-d-router ``pkg/epp/framework/plugins/datalayer/discovery/file/README.md`` ("Multi-cluster
+    support", plugin type ``multicluster-file-discovery``) and ``plugin.go`` (``EndpointsFile``/``EndpointEntry``):
+    ``endpoints: [{name, namespace, address, port (a string), labels}]`` where a cluster is reached by its gateway
+    host. The file has no weight: a cluster with weight 0 is left out (the EPP deletes an endpoint absent on reload);
+    the weight, priority, cluster and model travel as labels for the EPP's scorers/filters. Spillover endpoints are
+    not in it (the EPP scrapes each endpoint's metrics, which an external API does not serve)."""
+    fleet = str(artifact.get("fleet") or "")
+    entries = []
+    notes: list[str] = []
+    for model in artifact.get("models") or []:
+        rows, missing = _usable(model)
+        notes += missing
+        for c in rows:
+            if c["weight"] <= 0:
+                continue
+            entries.append(
+                {
+                    "name": backend_name(model["deployment"], c["cluster"]),
+                    "namespace": model["namespace"],
+                    "address": c["address"],
+                    "port": str(c["port"]),
+                    "labels": {
+                        "gpufleet.io/cluster": c["cluster"],
+                        LABEL_DEPLOYMENT: model["deployment"],
+                        "gpufleet.io/path": model["path"],
+                        "gpufleet.io/weight": str(c["weight"]),
+                        "gpufleet.io/priority": str(c["priority"]),
+                    },
+                }
+            )
+    text = json.dumps({"endpoints": entries}, indent=1, sort_keys=True) + "\n"  # JSON is YAML: the plugin reads both
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(k8s_name(f"gpufleet-llmd-endpoints-{fleet or 'fleet'}"), namespace, fleet),
+        "data": {LLMD_FILE_KEY: text},
+    }
+    return [obj], notes
+
+
+def artifact_object(artifact: Mapping[str, Any], namespace: str) -> dict[str, Any]:
+    """The artifact as a ConfigMap on the hub / in ``_fleet/routing/`` (what the routing was, for people and tools)."""
+    fleet = str(artifact.get("fleet") or "")
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(k8s_name(f"gpufleet-routing-{fleet or 'fleet'}"), namespace, fleet),
+        "data": {ARTIFACT_KEY: json.dumps(dict(artifact), indent=1, sort_keys=True) + "\n"},
+    }
+
+
+def hub_objects(
+    artifact: Mapping[str, Any],
+    renderer: str,
+    *,
+    gateway: Mapping[str, Any] | None = None,
+    namespace: str = "gpufleet-routing",
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The hub's objects for ``renderer`` (the artifact's ConfigMap always first) and lines naming what could not be
+    routed. ``gateway``: the hub Gateway (``{name, namespace, section_name}``), required by httproute and aigateway.
+    ``namespace``: where the artifact and the llm-d ConfigMap live (routes live in their model's namespace)."""
+    renderer = parse_renderer(renderer)
+    objs = [artifact_object(artifact, namespace)]
+    if renderer == NONE:
+        return objs, []
+    if renderer in (HTTPROUTE, AIGATEWAY):
+        if not gateway or not gateway.get("name"):
+            raise GpufleetError(
+                f"gpufleet_routing_gateway: gpufleet_fleet_routing={renderer} needs the hub's Gateway "
+                "({name, namespace, section_name})"
+            )
+        more, notes = (render_httproute if renderer == HTTPROUTE else render_aigateway)(artifact, gateway)
+    else:
+        more, notes = render_llmd(artifact, namespace)
+    return objs + more, notes
+
+
+def routing_relpath(obj: Mapping[str, Any]) -> str:
+    """``_fleet/routing/<namespace>.<kind>-<name>.yaml``: three components, as every journaled path of the render
+    directory (:func:`.manifest_dir.read_journal`)."""
+    meta = obj["metadata"]
+    return f"_fleet/{ROUTING_DIR}/{meta['namespace']}.{str(obj['kind']).lower()}-{meta['name']}.yaml"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Render mode: a replica leaves the weights before its files go
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def read_artifact(obj: Any) -> dict[str, Any] | None:
+    """The routing artifact a ``_fleet/routing/`` ConfigMap holds (untrusted: None when it is not one)."""
+    if not isinstance(obj, Mapping) or obj.get("kind") != "ConfigMap":
+        return None
+    text = (obj.get("data") or {}).get(ARTIFACT_KEY) if isinstance(obj.get("data"), Mapping) else None
+    if not isinstance(text, str):
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, Mapping) or doc.get("version") != ROUTING_VERSION or not isinstance(doc.get("models"), list):
+        return None
+    return dict(doc)
+
+
+def routed_weights(artifact: Mapping[str, Any] | None) -> dict[tuple[str, str], int]:
+    """``{(deployment, cluster): weight}`` of an artifact (an unreadable entry counts as not routed)."""
+    out: dict[tuple[str, str], int] = {}
+    for m in (artifact or {}).get("models") or []:
+        if not isinstance(m, Mapping):
+            continue
+        for c in m.get("clusters") or []:
+            if isinstance(c, Mapping) and isinstance(c.get("weight"), int):
+                out[(str(m.get("deployment")), str(c.get("cluster")))] = int(c["weight"])
+    return out
+
+
+def still_routed(previous: Mapping[str, Any] | None, replicas: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """The ``(deployment, cluster)`` pairs whose replicas a render keeps one more run: the routing written by the last
+    run (``previous``) sends them more traffic than the replicas placed there now can take (a drain, a scale-down, a
+    deployment removed). This run writes the lower weight (0 when none is left); the next run, reading that, removes
+    the files. Without a previous routing file nothing is held (nothing of this collection routed to them)."""
+    now = placed_counts(replicas)
+    return {
+        (dep, cluster)
+        for (dep, cluster), weight in routed_weights(previous).items()
+        if weight > 0 and (now.get(dep) or {}).get(cluster, 0) < weight
+    }

@@ -1,0 +1,136 @@
+"""Issue 33, item 3: a deployment's own Kueue queue (``queue: {kind: kueue, name}``, not only a cluster's default
+``gpufleet_queue``) bounds where it is placed. Observed capacity reads, on each cluster, the deployment's LocalQueue in
+its namespace and the ClusterQueue it submits to (what fleet_read lists), and placement never puts more of its
+replicas there than nominalQuota minus usage admits; its replicas already admitted keep their slots; explain names the
+queue."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from test_capacity import CLASSES, healthy
+
+from ansible_collections.gpufleet.serving.plugins.module_utils import queues
+from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import observe_fleet, queue_quotas, usable_nodes
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+
+
+def cluster_queue(name: str, quota: int, used: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["gpu.nvidia.com"],
+                    "flavors": [{"name": "l4", "resources": [{"name": "gpu.nvidia.com", "nominalQuota": quota}]}],
+                }
+            ]
+        },
+        "status": {"flavorsUsage": [{"name": "l4", "resources": [{"name": "gpu.nvidia.com", "total": str(used)}]}]},
+    }
+
+
+def local_queue(namespace: str, name: str, target: str) -> dict[str, Any]:
+    return {"kind": "LocalQueue", "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": target}}
+
+
+def fleet(replicas: int = 3, queue: str | None = "team-a") -> dict[str, Any]:
+    pools = [{"name": "l4", "class": "l4-2x", "nodes": 3}]
+    request = {"name": "gpu", "device_class_name": "gpu.nvidia.com", "count": 1}
+    dep: dict[str, Any] = {
+        "name": "chat", "namespace": "ml", "replicas": replicas, "candidate_clusters": ["c1", "c2"],
+        "engines": [{"name": "main", "members": [{"role": "Standalone", "node_selector": {"devices": [request]}}]}],
+    }  # fmt: skip
+    if queue:
+        dep["queue"] = {"kind": "kueue", "name": queue}
+    return {
+        "classes": {"l4-2x": CLASSES["l4-2x"].model_dump(by_alias=True, exclude_none=True)},
+        "clusters": [{"name": "c1", "pools": pools}, {"name": "c2", "pools": pools}],
+        "deployments": [dep],
+    }
+
+
+def kueue_c1(quota: int = 2, used: int = 0) -> list[dict[str, Any]]:
+    """c1's Kueue objects: ml/team-a -> gpus (the quota), ml/other and team-b/team-a -> big (100 GPUs: not chat's)."""
+    return [
+        cluster_queue("gpus", quota, used),
+        cluster_queue("big", 100, 0),
+        local_queue("ml", "team-a", "gpus"),
+        local_queue("ml", "other", "big"),
+        local_queue("team-b", "team-a", "big"),
+    ]
+
+
+def place(
+    data: dict[str, Any],
+    c1_extra: list[dict[str, Any]],
+    observed: list[dict[str, Any]] | None = None,
+    c2_nodes: int = 3,
+):
+    nodes, slices, _claims = healthy()
+    c2 = [*nodes[:c2_nodes], *slices[:c2_nodes]]  # c2's other nodes are not there (observed capacity)
+    states = [s.to_dict() for s in observe_fleet(data, CLASSES, {"c1": [*nodes, *slices, *c1_extra], "c2": c2})]
+    return (
+        place_fleet(data, observed or [], observed_nodes=usable_nodes(states), queue_quota=queue_quotas(states)),
+        states,
+    )
+
+
+def test_observed_capacity_reads_the_deployments_own_localqueue_and_its_clusterqueue():
+    data = fleet()
+    assert queues.uses_kueue(data)  # fleet_read reads Kueue's kinds for a deployment's own queue too
+    assert not queues.uses_kueue(fleet(queue=None))
+    _outcome, states = place(data, kueue_c1(quota=5, used=2))
+    c1 = next(s for s in states if s["cluster"] == "c1")
+    assert c1["queue_quota"] == {"chat": {"queue": "ml/team-a", "cluster_queue": "gpus", "free": {"gpu.nvidia.com": 3}}}
+    assert "queue_quota" not in next(s for s in states if s["cluster"] == "c2")  # no Kueue there: nothing applies
+    # The cluster's own capacity is not bounded by a deployment's queue (other deployments share the cluster).
+    assert usable_nodes(states)["c1"] == {"l4": 3}
+
+
+def test_placement_never_places_beyond_the_queues_nominal_quota_minus_usage_and_explain_names_it():
+    alone, _states = place(fleet(queue=None), kueue_c1())
+    assert sorted(r["cluster"] for r in alone.replicas) == ["c1", "c1", "c2"]  # the spread without any queue
+    outcome, _states = place(fleet(replicas=6), kueue_c1(quota=3, used=1))
+    where = sorted(r["cluster"] for r in outcome.replicas)
+    assert where.count("c1") == 2 and where.count("c2") == 4  # 3 - 1 = 2 admitted on c1, c2 takes the rest
+    note = outcome.results["chat"]["queue_quota"]["c1"]
+    assert "Kueue LocalQueue ml/team-a" in note and "ClusterQueue gpus" in note and "2 gpu.nvidia.com" in note
+    assert any("ml/team-a" in line for line in outcome.explain(["chat"]))
+    # Quota for none: nothing on c1, though c1 has six free GPUs.
+    none, _states = place(fleet(replicas=2), kueue_c1(quota=4, used=4))
+    assert sorted(r["cluster"] for r in none.replicas) == ["c2", "c2"]
+
+
+def test_a_missing_localqueue_admits_nothing_on_a_cluster_that_runs_kueue():
+    objects = [o for o in kueue_c1() if o["metadata"].get("name") != "team-a" or o["metadata"]["namespace"] != "ml"]
+    outcome, states = place(fleet(replicas=2), objects)
+    assert sorted(r["cluster"] for r in outcome.replicas) == ["c2", "c2"]
+    c1 = next(s for s in states if s["cluster"] == "c1")
+    assert c1["queue_quota"]["chat"]["missing"] == "Kueue LocalQueue ml/team-a not found"
+    assert "admits nothing here" in outcome.results["chat"]["queue_quota"]["c1"]
+
+
+def slots(replicas: list[dict[str, Any]]) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """Each replica's (cluster, index) -> the nodes and devices it is allocated."""
+    return {(r["cluster"], r["index"]): r["engines"][0]["members"][0]["allocations"] for r in replicas}
+
+
+def test_replicas_already_admitted_keep_their_slots_and_take_none_of_the_free_quota():
+    """A second run: the two replicas on c1 are admitted (in the ClusterQueue's usage), so they keep their slots and
+    do not count again against what is left: with quota 3 and usage 2, c1 takes exactly one more. c2 (one node, two
+    GPUs) takes two."""
+    first, _states = place(fleet(replicas=3), kueue_c1(quota=2, used=0), c2_nodes=1)
+    assert sorted(r["cluster"] for r in first.replicas) == ["c1", "c1", "c2"]
+    kept = slots(first.replicas)
+    spent, _states = place(fleet(replicas=3), kueue_c1(quota=2, used=2), copy.deepcopy(first.replicas), c2_nodes=1)
+    assert slots(spent.replicas) == kept  # the quota is spent by them: each keeps its node and devices
+    grown, _states = place(fleet(replicas=5), kueue_c1(quota=3, used=2), copy.deepcopy(first.replicas), c2_nodes=1)
+    assert kept.items() <= slots(grown.replicas).items()
+    assert sorted(r["cluster"] for r in grown.replicas) == ["c1", "c1", "c1", "c2", "c2"]
+    over, _states = place(fleet(replicas=6), kueue_c1(quota=3, used=2), copy.deepcopy(first.replicas), c2_nodes=1)
+    assert sorted(r["cluster"] for r in over.replicas) == ["c1", "c1", "c1", "c2", "c2"]  # 5 of 6: never beyond
+    assert over.results["chat"]["condition"]["reason"] == "InsufficientCapacity"

@@ -1,0 +1,80 @@
+"""The shape of plugins/module_utils (issue 32): no file over 1,500 lines, and each façade over a stage package keeps
+every public name of the package importable from where other code (and users' checks) import it.
+
+``models.py`` is the façade of ``inventory/``, ``placement.py`` of ``scheduling/``, ``serving_stack.py`` of ``stack/``
+and ``dra_cel.py`` of ``cel/`` (its public names are listed in its own ``__all__``; ``cel/test_cel_registry.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+MU = REPO / "plugins" / "module_utils"
+PREFIX = "ansible_collections.gpufleet.serving.plugins.module_utils"
+MAX_LINES = 1500
+
+#: façade module -> the package behind it.
+FACADES = {"models": "inventory", "placement": "scheduling", "serving_stack": "stack"}
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_no_module_utils_file_is_over_1500_lines():
+    sizes = {str(p.relative_to(MU)): _lines(p) for p in sorted(MU.rglob("*.py"))}
+    assert len(sizes) > 50  # the walk found the tree, packages included
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def _public_names(path: Path) -> set[str]:
+    """The public names a module defines at its top level (classes, functions, assignments)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {n for n in names if not n.startswith("_")}
+
+
+@pytest.mark.parametrize("facade", sorted(FACADES))
+def test_a_facade_re_exports_every_public_name_of_its_package(facade):
+    package = FACADES[facade]
+    front = importlib.import_module(f"{PREFIX}.{facade}")
+    parts = sorted(p for p in (MU / package).glob("*.py") if p.name != "__init__.py")
+    assert parts, f"{package}/ has no modules"
+    missing = {}
+    for part in parts:
+        module = importlib.import_module(f"{PREFIX}.{package}.{part.stem}")
+        for name in sorted(_public_names(part)):
+            if getattr(front, name, None) is not getattr(module, name) or name not in front.__all__:
+                missing.setdefault(part.name, []).append(name)
+    assert missing == {}, f"{facade}.py does not re-export (in __all__): {missing}"
+
+
+@pytest.mark.parametrize("facade", sorted(FACADES))
+def test_a_package_does_not_import_its_facade(facade):
+    """The parts stand under their façade: one that imported it back would close a cycle through it."""
+    package = FACADES[facade]
+    offenders = []
+    for part in sorted((MU / package).glob("*.py")):
+        for node in ast.walk(ast.parse(part.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in (f"{PREFIX}.{facade}",):
+                offenders.append(part.name)
+            if isinstance(node, ast.ImportFrom) and node.module == PREFIX:
+                offenders += [part.name for alias in node.names if alias.name == facade]
+    assert offenders == []
+
+
+def test_the_facades_stay_small():
+    """A façade holds its package's entry points, not the package: placement.py keeps plan() / place()."""
+    sizes = {facade: _lines(MU / f"{facade}.py") for facade in FACADES}
+    assert all(n < 500 for n in sizes.values()), sizes
