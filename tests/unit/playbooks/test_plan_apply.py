@@ -170,3 +170,36 @@ def test_observed_capacity_in_render_mode_needs_the_clusters_and_never_falls_bac
     assert proc.returncode != 0
     assert "gpufleet_kubeconfig" in proc.stdout and "eks-us-east-1" in proc.stdout
     assert not render.exists() or files(render) == {}
+
+
+@pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed beside this Python")
+@pytest.mark.parametrize("hub", [None, "no-such-cluster"])
+def test_fleet_routing_without_a_hub_fails_before_anything_is_applied(tmp_path, hub):
+    inventory = tmp_path / "inventory"
+    copy_example_inventory(inventory)
+    # Every cluster reachable on paper only (nothing listens): apply mode reads them, finds none, and must stop at the
+    # guard, before the workloads would be applied, not after (the routing task runs last).
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "x", "cluster": {"server": "https://127.0.0.1:9"}}],
+                "users": [{"name": "x", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    extra = {"gpufleet_mode": "apply", "gpufleet_kubeconfig": str(kubeconfig), "gpufleet_fleet_routing": "llmd"}
+    if hub:
+        extra["gpufleet_routing_hub"] = hub
+    proc = run_playbook(
+        inventory, "deploy.yml", "-e", json.dumps(extra), "-e", f"gpufleet_state_file={tmp_path / 'state.json'}"
+    )
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "needs gpufleet_routing_hub" in out, out[-3000:]
+    assert ("no-such-cluster is not an inventory host" if hub else "(not set)") in out
+    assert "Apply every cluster's serving workloads" not in out
