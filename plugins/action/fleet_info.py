@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel, quantity, semver
+from ansible_collections.gpufleet.serving.plugins.module_utils.artifacts import bounded_lines
 from ansible_collections.gpufleet.serving.plugins.module_utils.backends import registry
 from ansible_collections.gpufleet.serving.plugins.module_utils.connection import CONNECTION_VARS, kube_connections
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import ADOPT_UNLABELLED_VAR, FLEET_NAME_VAR
@@ -19,8 +20,9 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import (
     source_vars,
     validate_fleet,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import handoff
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
-from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction, handoff_dir
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.contract import role_contract
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.inventory import (
     host_groups,
@@ -32,6 +34,8 @@ from ansible_collections.gpufleet.serving.plugins.plugin_utils.inventory import 
 # bytecode), so a module first imported in a worker is compiled again there, and later again in the parent
 # (dra_cel alone takes 60 ms to compile).
 PRELOADED = (registry, dra_cel, quantity, semver)
+#: ``summary``, in characters of JSON (a line per pool and deployment: more than this from about 1,000 clusters).
+SUMMARY_LINES_LIMIT = 200_000
 
 
 class ActionModule(GpufleetAction):
@@ -77,7 +81,20 @@ class ActionModule(GpufleetAction):
             require_name=True,
             partial=args["partial"],
         )
-        result = {"changed": False, "fleet": fleet.to_dict(), "summary": fleet.summary(), "contract": role_contract()}
+        data = fleet.to_dict()
+        result = {
+            "changed": False,
+            # Issue 26: past handoff_over characters the fleet goes to the next tasks through a file (a handle here).
+            "fleet": handoff(data, "fleet", handoff_dir(), args["handoff_over"]),
+            "cluster_names": [str(c["name"]) for c in data.get("clusters") or []],
+            "summary": bounded_lines(
+                fleet.summary(),
+                "lines",
+                limit=SUMMARY_LINES_LIMIT,
+                where="the report file and fleet.html show every cluster",
+            ),
+            "contract": role_contract(),
+        }
         if args["pin_connections"] is not None:
             result["connections"] = kube_connections(args["pin_connections"], _ConnectionVars(hostvars))
         return result

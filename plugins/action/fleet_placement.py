@@ -28,6 +28,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.guard import (
     parse_allow,
     parse_names,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import handoff
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects, recover, tree_token
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan_io import make_plan
 from ansible_collections.gpufleet.serving.plugins.module_utils.warm_first import (
@@ -36,7 +37,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.warm_first import
     cold_lines,
     warmth_from_volumes,
 )
-from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction, handoff_dir
 
 
 class ActionModule(GpufleetAction):
@@ -127,7 +128,8 @@ class ActionModule(GpufleetAction):
         dropped = dropped_replicas(outcome.results, observed)
         result = {
             "changed": outcome.changed,
-            "replicas": outcome.replicas,
+            # Issue 26: past handoff_over characters the records go to the next tasks through a file (a handle here).
+            "replicas": handoff(outcome.replicas, "replicas", handoff_dir(), args["handoff_over"]),
             "results": results,
             "shortfalls": shortfalls,
             "degraded": degraded,
@@ -153,8 +155,9 @@ class ActionModule(GpufleetAction):
             "cold_lines": bounded_lines(cold_lines(outcome.cold, fleet.get("caches") or []), "cold replicas"),
         }
         if args["grouped"]:
-            result["by_deployment"] = outcome.by_deployment()
-            result["by_cluster"] = outcome.by_cluster()
+            over = args["handoff_over"]
+            result["by_deployment"] = handoff(outcome.by_deployment(), "by-deployment", handoff_dir(), over)
+            result["by_cluster"] = handoff(outcome.by_cluster(), "by-cluster", handoff_dir(), over)
         # The plan document (design §13): written only when nothing stops the run before writing (a deployment that
         # would lose serving replicas, or a shortfall with fail_on_unschedulable), so apply.yml never gets one.
         plan = None

@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import handoff
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan import read_record
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan_io import load_plan, read_applied
-from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction, handoff_dir
 
 
 class ActionModule(GpufleetAction):
@@ -52,8 +53,9 @@ class ActionModule(GpufleetAction):
             "source": source,
             "summary": plan.summary(source),
             "record": plan.record(),
-            "fleet": fleet,
-            "replicas": replicas,
+            # Issue 26: past handoff_over characters these go to the next tasks through a file (a handle each).
+            "fleet": handoff(fleet, "fleet", handoff_dir(), args["handoff_over"]),
+            "replicas": handoff(replicas, "replicas", handoff_dir(), args["handoff_over"]),
             "outside": outside,
             "full": not outside,
             "held_outside": held,

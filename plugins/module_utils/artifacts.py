@@ -289,9 +289,11 @@ def bounded_cold(
     return kept, {"cold": cold, "warm": len(items) - cold, "omitted": len(items) - len(kept)}
 
 
-def bounded_lines(lines: Iterable[str], what: str, *, limit: int = COLD_LIMIT) -> list[str]:
+def bounded_lines(
+    lines: Iterable[str], what: str, *, limit: int = COLD_LIMIT, where: str = "the plan file lists every one"
+) -> list[str]:
     """``lines`` cut to at most ``limit`` characters of JSON; when some were left out, a last line counts them
-    (``... and N more <what>``)."""
+    (``... and N more <what> (<where>)``)."""
     items = list(lines)
     kept: list[str] = []
     used = 2
@@ -302,5 +304,44 @@ def bounded_lines(lines: Iterable[str], what: str, *, limit: int = COLD_LIMIT) -
         kept.append(line)
         used += cost
     if len(kept) < len(items):
-        kept.append(f"... and {len(items) - len(kept)} more {what} (the plan file lists every one)")
+        kept.append(f"... and {len(items) - len(kept)} more {what} ({where})")
     return kept
+
+
+#: A list of file paths (or lines) in a task result, in characters of JSON.
+LIST_LIMIT = 50_000
+
+
+def bounded_list(
+    result: dict[str, Any], key: str, items: Iterable[Any], *, limit: int = LIST_LIMIT, first: int | None = None
+) -> bool:
+    """Set ``result[key]`` to the first items of ``items`` that fit in ``limit`` characters of JSON (and at most
+    ``first`` of them) and ``result[key + "_count"]`` to how many there are in all; returns whether some were left
+    out (the caller sets ``truncated``). The whole list stays where it came from (the render directory, a file)."""
+    values = list(items)
+    kept: list[Any] = []
+    used = 2
+    for item in values:
+        cost = size(item) + (2 if kept else 0)
+        if used + cost > limit or (first is not None and len(kept) >= first):
+            break
+        kept.append(item)
+        used += cost
+    result[key] = kept
+    result[f"{key}_count"] = len(values)
+    return len(kept) < len(values)
+
+
+def bounded_mapping(result: dict[str, Any], key: str, items: Mapping[str, Any], *, limit: int = LIST_LIMIT) -> bool:
+    """:func:`bounded_list` for a mapping (its first entries in key order); ``result[key + "_count"]`` its length."""
+    kept: dict[str, Any] = {}
+    used = 2
+    for name, value in items.items():
+        cost = size(name) + size(value) + (4 if kept else 2)
+        if used + cost > limit:
+            break
+        kept[name] = value
+        used += cost
+    result[key] = kept
+    result[f"{key}_count"] = len(items)
+    return len(kept) < len(items)

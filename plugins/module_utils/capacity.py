@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
+    LABEL_DEPLOYMENT,
     LABEL_REPLICA,
     NODE_POOL_LABEL,
     SERVING_OWNER,
@@ -519,7 +520,16 @@ def observe_fleet(
         if cluster.get("queue"):  # issue 33: the cluster's Kueue queue admits no more than its quota (queues.py)
             from ansible_collections.gpufleet.serving.plugins.module_utils.queues import apply_queue_quota
 
-            apply_queue_quota(state, cluster["queue"], classes, by_kind)
+            # The fleet's own replicas admitted through this queue (those of deployments naming no queue of their own)
+            # are in its usage already: their devices stay theirs.
+            own_queue = {str(d.get("name")) for d in fleet.get("deployments") or [] if d.get("queue")}
+            mine = None if owned is None else owned.get(name, frozenset())
+            own_claims = [
+                c
+                for c in by_kind["ResourceClaim"]
+                if _ours(c, mine) and str(_labels(c).get(LABEL_DEPLOYMENT)) not in own_queue
+            ]
+            apply_queue_quota(state, cluster["queue"], classes, by_kind, own_claims)
         if by_kind.get("LocalQueue") is not None or by_kind.get("ClusterQueue") is not None:
             # Issue 33: each deployment's own Kueue queue (its LocalQueue -> ClusterQueue), bounding that deployment.
             from ansible_collections.gpufleet.serving.plugins.module_utils.queues import deployment_queue_quotas

@@ -222,11 +222,17 @@ def cluster_queue_free(
 
 
 def hold_state_beyond_quota(
-    state: Any, classes: Mapping[str, InferenceClass], free: Mapping[str, int], why: str
+    state: Any,
+    classes: Mapping[str, InferenceClass],
+    free: Mapping[str, int],
+    why: str,
+    exempt: Mapping[str, set[str]] | None = None,
 ) -> None:
     """capacity.ClusterState ``state`` with every free device beyond ``free`` held (in place): usable nodes in pool
     order, each device a queue resource counts that no claim holds and no taint blocks takes one unit of the quota;
-    once a resource's quota is spent, the rest are held (``why`` names the queue in the node's notes)."""
+    once a resource's quota is spent, the rest are held (``why`` names the queue in the node's notes). ``exempt``
+    (node name -> devices): the fleet's own admitted replicas' devices, in the queue's usage already: never held, and
+    they take none of ``free``."""
     left = dict(free)
     for pool in state.pools:
         cls = classes.get(pool.class_name)
@@ -237,9 +243,10 @@ def hold_state_beyond_quota(
             if not node.usable:
                 continue
             extra = []
+            own = (exempt or {}).get(node.name, set())
             for name, device_class in devices:
                 resource = _device_resource(device_class, free)
-                if resource is None or name in node.held_devices or name in node.device_taints:
+                if resource is None or name in node.held_devices or name in node.device_taints or name in own:
                     continue
                 if left[resource] > 0:
                     left[resource] -= 1
@@ -257,9 +264,12 @@ def apply_queue_quota(
     queue: Mapping[str, Any],
     classes: Mapping[str, InferenceClass],
     by_kind: Mapping[str, Iterable[Mapping[str, Any]]],
+    own_claims: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, int] | None:
     """Observed capacity of one cluster (capacity.ClusterState, in place) bounded by its Kueue queue's free quota;
-    the free quota applied (None: nothing to apply)."""
+    the free quota applied (None: nothing to apply). ``own_claims``: the allocated ResourceClaims of the fleet's own
+    replicas admitted through this queue: their devices are in its usage, so they stay free for those replicas (a
+    spent quota must not make the fleet's running replicas look overcommitted)."""
     resources: set[str] = set(GPU_RESOURCE_NAMES)
     for pool in state.pools:
         cls = classes.get(pool.class_name)
@@ -268,8 +278,30 @@ def apply_queue_quota(
     free = cluster_queue_free(queue, by_kind.get("ClusterQueue") or [], by_kind.get("LocalQueue") or [], resources)
     if free is None:
         return None
-    hold_state_beyond_quota(state, classes, free, f"the quota of Kueue queue {queue.get('name')}")
+    exempt = claimed_devices(own_claims, by_kind.get("ResourceSlice") or [])
+    hold_state_beyond_quota(state, classes, free, f"the quota of Kueue queue {queue.get('name')}", exempt)
     return free
+
+
+def claimed_devices(claims: Iterable[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """``{node name: devices}`` that ``claims`` are allocated (their results, located by the ResourceSlices)."""
+    where: dict[tuple[str, str, str], str] = {}
+    for sl in slices:
+        spec = sl.get("spec") or {}
+        node = spec.get("nodeName")
+        if not node:
+            continue
+        pool = str((spec.get("pool") or {}).get("name", node))
+        for dev in spec.get("devices") or []:
+            where[(str(spec.get("driver")), pool, str(dev.get("name")))] = str(node)
+    out: dict[str, set[str]] = {}
+    for claim in claims:
+        results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+        for r in results:
+            node = where.get((str(r.get("driver")), str(r.get("pool")), str(r.get("device"))))
+            if node is not None:
+                out.setdefault(node, set()).add(str(r.get("device")))
+    return out
 
 
 # -- A deployment's own queue (``queue: {kind: kueue, name}``): its LocalQueue in the deployment's namespace ----------
@@ -353,22 +385,11 @@ def quota_bounded_cluster(
     through its own Kueue queue: of the free devices, the first ``free`` per resource stay free and every later one
     is held (as ``hold_beyond_quota``), so placement never puts a replica beyond the queue's nominalQuota minus usage.
     The deployment's kept replicas on the cluster are admitted already (their devices are in the ClusterQueue's usage
-    and observed free, as claims of the fleet's own): their device count is added to ``free``, so placement may keep
-    them (it allocates their devices afresh each run) and add only what the quota has left. A pool where a kept
-    replica holds whole nodes is left as it is."""
+    and observed free, as claims of the fleet's own): their devices are never held and take none of ``free``, so each
+    keeps its node and devices and only what the quota has left is added. A pool where a kept replica holds whole
+    nodes is left as it is."""
     free = dict(quota.get("free") or {})
     mine, whole = _own_devices(records, deployment, str(cluster.get("name")))
-    if free:
-        for pool in cluster.get("pools") or []:
-            cls = classes.get(str(pool.get("class")))
-            kinds = {x["name"]: d.device_class_name for d in (cls.devices if cls else []) for x in d.slice_devices()}
-            for (pool_name, _node), owned in mine.items():
-                if pool_name != pool.get("name"):
-                    continue
-                for device in owned:
-                    resource = _device_resource(kinds.get(device), free)
-                    if resource is not None:
-                        free[resource] += 1
     pools = []
     for pool in cluster.get("pools") or []:
         name = str(pool.get("name"))
@@ -389,9 +410,10 @@ def quota_bounded_cluster(
                 taken, taints = list(entry.get("devices") or []), dict(entry.get("taints") or {})
             else:
                 taken, taints = list(entry), {}
+            own = mine.get((name, i), set()) if free else set()
             for device, device_class in devices:
                 resource = _device_resource(device_class, free) if free else None
-                if device in taken or device in taints:
+                if device in taken or device in taints or device in own:
                     continue
                 if resource is not None and free[resource] > 0:
                     free[resource] -= 1

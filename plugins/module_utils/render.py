@@ -506,9 +506,7 @@ def _model_endpoint(ctx: _Context) -> list[dict[str, Any]]:
     }
     out = [service]
     if dep.ratio is not None and replica_backend(dep).pd_sidecar:  # P/D instances: the llm-d router's config (§14)
-        out.append(
-            pd_render.router_config_map(dep, {LABEL_DEPLOYMENT: dep.name}, lambda n: _metadata(ctx, n, labels))
-        )
+        out.append(pd_render.router_config_map(dep, {LABEL_DEPLOYMENT: dep.name}, lambda n: _metadata(ctx, n, labels)))
     if dep.routing.inference_pool:  # an InferencePool over the same pods, with its endpoint picker (docs/routing.md)
         from ansible_collections.gpufleet.serving.plugins.module_utils import inference_pool
         from ansible_collections.gpufleet.serving.plugins.module_utils.serving_stack import EPP_IMAGE
@@ -679,9 +677,7 @@ def _pod(
     # The first_available alternative placement chose for this replica reaches the engine (args, env, TP; §14).
     chosen_labels = device_alternatives.apply(container, member, mp, where)
     # A prefill/decode role's engine: the KV connector, NIXL's address, the llm-d role label (§14).
-    chosen_labels.update(
-        pd_render.adapt_pod(dep, engine, member, container, spec, where, sidecar=backend.pd_sidecar)
-    )
+    chosen_labels.update(pd_render.adapt_pod(dep, engine, member, container, spec, where, sidecar=backend.pd_sidecar))
 
     # Pinned to the pool the placement chose; the GPU taint tolerated (DRA pods request no nvidia.com/gpu).
     spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), NODE_POOL_LABEL: mp.pool}

@@ -84,6 +84,14 @@ options:
         C(model_deployment) role about half a second per run).
     type: list
     elements: str
+  handoff_over:
+    description:
+      - When set, a RV(fleet) whose JSON is longer than this many characters is handed to the next tasks through a
+        file in the run's private local temporary directory, and RV(fleet) is a handle to it (issue 26; AWX blanks a
+        job event over 700,000 characters, and every task taking the fleet templated it again). Every action of this
+        collection takes the handle wherever it takes the fleet; Jinja cannot read into it (use RV(cluster_names)).
+      - Unset (the default), RV(fleet) is always the fleet itself. The C(model_deployment) role sets 200000.
+    type: int
 attributes:
   check_mode:
     support: full
@@ -127,7 +135,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 fleet:
-  description: The validated fleet, normalised (defaults filled in).
+  description:
+    - The validated fleet, normalised (defaults filled in).
+    - With O(handoff_over) and a fleet larger than that, a handle instead - C(gpufleet_handoff) (V(fleet)), C(path)
+      (the file in the run's local temporary directory), C(sha256), C(chars), C(items) - which the collection's actions
+      take in its place (the file must still have that SHA-256). At 5,000 clusters the fleet is about 4.6 MB.
   returned: success
   type: dict
   contains:
@@ -163,8 +175,16 @@ fleet:
       description: O(adopt_unlabelled) (V(null) when unset).
       type: bool
       sample: null
+cluster_names:
+  description: The name of every fleet cluster, in the order of RV(fleet)'s C(clusters) (whether or not it is handed off).
+  returned: success
+  type: list
+  elements: str
+  sample: [gke-us-central1, onprem-a]
 summary:
-  description: A human-readable table of clusters, pools, deployments and caches, one line per element.
+  description:
+    - A human-readable table of clusters, pools, deployments and caches, one line per element.
+    - At most 200,000 characters of JSON; when longer, the lines that fit and a last line counting the others.
   returned: success
   type: list
   elements: str

@@ -127,30 +127,40 @@ objects_by_cluster:
   type: dict
   sample: {gke-us-central1: [{apiVersion: v1, kind: Service, metadata: {name: qwen-demo-3f9a1, namespace: ml-team}}]}
 written:
-  description: Files (relative to O(render_dir)) created or changed.
+  description:
+    - Files (relative to O(render_dir)) created or changed.
+    - Bounded (issue 26) - the first that fit in 50,000 characters of JSON; RV(written_count) counts them all and
+      RV(truncated) is true when some are left out (the render directory holds every file).
   returned: success
   type: list
   elements: str
   sample: ["gke-us-central1/ml-team/deployment-qwen-demo-3f9a1-main.yaml"]
 removed:
-  description: Files (relative to O(render_dir)) pruned.
+  description: Files (relative to O(render_dir)) pruned; bounded as RV(written) is (RV(removed_count)).
   returned: success
   type: list
   elements: str
   sample: ["onprem-a/ml-team/service-qwen-demo-0b2c4.yaml"]
 removed_clusters:
-  description: Clusters no longer in the inventory whose serving files were pruned from O(render_dir).
+  description:
+    - Clusters no longer in the inventory whose serving files were pruned from O(render_dir); bounded as RV(written)
+      is (RV(removed_clusters_count)).
   returned: success
   type: list
   elements: str
   sample: ["gke-old-region"]
 files:
-  description: Per cluster directory, the number of files C(created), C(changed) and C(removed) (Namespace files included).
+  description:
+    - Per cluster directory, the number of files C(created), C(changed) and C(removed) (Namespace files included).
+    - Bounded as RV(written) is - the first cluster directories in name order; RV(files_count) counts them all.
   returned: success
   type: dict
   sample: {"onprem-a": {"created": 2, "changed": 1, "removed": 0}}
 file_lines:
-  description: "One line per cluster directory, C(<cluster>: +<created> ~<changed> -<removed> files)."
+  description:
+    - "One line per cluster directory, C(<cluster>: +<created> ~<changed> -<removed> files)."
+    - Bounded as RV(written) is (RV(file_lines_count)); when cut, the lines of the clusters whose files changed come
+      first.
   returned: success
   type: list
   elements: str
@@ -187,6 +197,36 @@ routing_held:
   type: list
   elements: dict
   sample: [{deployment: chat, cluster: c1}]
+written_count:
+  description: How many files were created or changed (RV(written) may list fewer).
+  returned: with O(render_dir)
+  type: int
+  sample: 13500
+removed_count:
+  description: How many files were pruned (RV(removed) may list fewer).
+  returned: with O(render_dir)
+  type: int
+  sample: 0
+removed_clusters_count:
+  description: How many clusters' files were pruned (RV(removed_clusters) may list fewer).
+  returned: with O(render_dir)
+  type: int
+  sample: 0
+files_count:
+  description: How many cluster directories RV(files) would list whole.
+  returned: with O(render_dir)
+  type: int
+  sample: 5001
+file_lines_count:
+  description: How many lines RV(file_lines) would have whole.
+  returned: with O(render_dir)
+  type: int
+  sample: 5001
+truncated:
+  description: Whether any of RV(written), RV(removed), RV(removed_clusters), RV(files) and RV(file_lines) was cut.
+  returned: with O(render_dir)
+  type: bool
+  sample: false
 unchanged:
   description: Number of objects whose file already held the same content.
   returned: success

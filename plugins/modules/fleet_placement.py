@@ -154,6 +154,15 @@ options:
         was short.
     type: bool
     default: false
+  handoff_over:
+    description:
+      - When set, RV(replicas) whose JSON is longer than this many characters are handed to the next tasks through a
+        file in the run's private local temporary directory, and RV(replicas) is a handle to it (issue 26; at 5,000
+        clusters the replica records are about 2.2 MB, and AWX blanks a job event over 700,000 characters). Every
+        action of this collection takes the handle wherever it takes the replicas (O(fleet) may be a handle too).
+      - RV(by_deployment) and RV(by_cluster) (O(grouped=true)) are handed off the same way.
+      - Unset (the default), RV(replicas) are always the records themselves. The C(model_deployment) role sets 200000.
+    type: int
 attributes:
   check_mode:
     support: full
@@ -232,20 +241,25 @@ blocked:
   type: list
   elements: str
 replicas:
-  description: Every replica of every deployment after this run, in the shape of M(gpufleet.serving.replica_placement).
+  description:
+    - Every replica of every deployment after this run, in the shape of M(gpufleet.serving.replica_placement).
+    - With O(handoff_over) and records larger than that, a handle instead - C(gpufleet_handoff) (V(replicas)), C(path),
+      C(sha256), C(chars), C(items) (the number of replicas) - which the collection's actions take in their place; the
+      plan file (RV(plan)) holds the same records.
   returned: success
-  type: list
-  elements: dict
+  type: raw
   sample:
     - {name: qwen-demo-3f9a1, deployment: qwen-demo, namespace: ml-team, cluster: gke-us-central1, index: 0,
        engines: [{name: main, copies: 1, members: [{role: Standalone, pool: l4, nodes: 1, device_requests: []}]}]}
 by_deployment:
-  description: The replicas grouped by deployment name (every deployment present, possibly with an empty list).
+  description:
+    - The replicas grouped by deployment name (every deployment present, possibly with an empty list).
+    - With O(handoff_over) and a value larger than that, a handle (as RV(replicas)).
   returned: success, with O(grouped=true)
   type: dict
   sample: {qwen-demo: []}
 by_cluster:
-  description: The replicas grouped by cluster name.
+  description: The replicas grouped by cluster name (a handle past O(handoff_over), as RV(by_deployment)).
   returned: success, with O(grouped=true)
   type: dict
   sample: {gke-us-central1: []}

@@ -55,6 +55,13 @@ options:
     description: Apply mode - the plan record ConfigMaps read from each cluster (M(gpufleet.serving.fleet_read)).
     type: dict
     default: {}
+  handoff_over:
+    description:
+      - When set, RV(fleet) and RV(replicas) whose JSON is longer than this many characters are handed to the next
+        tasks through a file in the run's private local temporary directory (a handle each, as
+        M(gpufleet.serving.fleet_placement)'s O(gpufleet.serving.fleet_placement#module:handoff_over) describes). The
+        C(model_deployment) role sets 200000; unset, they are always the values themselves.
+    type: int
 attributes:
   check_mode:
     support: full
@@ -90,14 +97,17 @@ record:
   returned: success
   type: dict
 fleet:
-  description: The plan's normalised fleet with only the play's clusters.
+  description:
+    - The plan's normalised fleet with only the play's clusters.
+    - With O(handoff_over) and a fleet larger than that, a handle the collection's actions take in its place.
   returned: success
   type: dict
 replicas:
-  description: The plan's replica records on the play's clusters.
+  description:
+    - The plan's replica records on the play's clusters.
+    - With O(handoff_over) and records larger than that, a handle the collection's actions take in their place.
   returned: success
-  type: list
-  elements: dict
+  type: raw
 outside:
   description: The plan's clusters outside the play (their objects are not touched).
   returned: success

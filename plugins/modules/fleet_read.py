@@ -120,6 +120,10 @@ capacity:
       do not make a node unusable - they are listed per node in C(held_devices), and placement charges only those
       devices (device-level capacity), not the node; devices tainted beyond the class are listed in
       C(observed_devices) with their taints.
+    - When a cluster's or a deployment's own queue is a Kueue queue, the cluster's LocalQueues and ClusterQueues are
+      read too; C(queue_quota) (only when set) gives, per deployment naming its own Kueue queue, its LocalQueue
+      (C(queue), namespace/name), the C(cluster_queue) it submits to and what that still admits per resource (C(free)),
+      or C(missing) when Kueue runs there without that queue.
   returned: when O(fleet) is set
   type: list
   elements: dict

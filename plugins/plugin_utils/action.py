@@ -20,10 +20,12 @@ from functools import cache
 from typing import Any
 
 import yaml
+from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError, error_list
+from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import resolve
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
 from ansible_collections.gpufleet.serving.plugins.module_utils.redact import redact_text
 
@@ -85,6 +87,12 @@ def failure(module: str, exc: BaseException, headline: str = "") -> dict[str, An
     }
 
 
+def handoff_dir() -> str:
+    """Where large values are handed from task to task: the run's private local temporary directory (Ansible's
+    ``DEFAULT_LOCAL_TMP``, mode 0700, removed when ``ansible-playbook`` exits)."""
+    return str(C.DEFAULT_LOCAL_TMP)
+
+
 class GpufleetAction(ActionBase):
     """Base of the collection's controller-side action plugins."""
 
@@ -109,6 +117,15 @@ class GpufleetAction(ActionBase):
         task_vars = task_vars or {}
         try:
             result = super().run(tmp, task_vars)  # rejects options the documentation does not name
+        except AnsibleActionFail as exc:
+            return failure(self.MODULE, GpufleetError(str(exc.message)))
+        try:
+            # Issue 26: a value an earlier task handed off through a file (module_utils/handoff.py) is read back here,
+            # before the arguments are checked, so every action takes the value or its handle alike.
+            self._task.args = resolve(self._task.args, handoff_dir())
+        except (GpufleetError, OSError, ValueError) as exc:
+            return failure(self.MODULE, exc)
+        try:
             args = self.validate_argument_spec(argument_spec=argument_spec(self.MODULE))[1]
         except AnsibleActionFail as exc:
             return failure(self.MODULE, GpufleetError(str(exc.message)))

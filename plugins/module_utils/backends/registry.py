@@ -47,6 +47,8 @@ SHARED_KINDS: tuple[Kind, ...] = (
     # autoscaling (autoscaling.py): KEDA's ScaledObject per workload, pruned like the workload when a deployment loses
     # `autoscaling` or leaves; a cluster without KEDA serves no such kind and lists none.
     Kind("keda.sh/v1alpha1", "ScaledObject"),
+    # autoscaling.kind: hpa (autoscaling.py): the HorizontalPodAutoscaler per workload, pruned the same way.
+    Kind("autoscaling/v2", "HorizontalPodAutoscaler"),
 )
 
 

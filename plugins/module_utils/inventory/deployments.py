@@ -505,7 +505,7 @@ ADAPTERS_MAX = 64
 EXTERNAL_ENDPOINTS_MAX = 16
 
 
-RatioTerm = Union[StrictInt, list[StrictInt]]  # noqa: UP007 (pylint: `|` on StrictInt's Annotated alias)
+RatioTerm = Union[StrictInt, list[StrictInt]]  # noqa: UP007 (pylint rejects `|` on StrictInt's Annotated alias)
 
 #: The llm-d P/D routing sidecar KServe v0.20.0's decode preset runs (config/llmisvcconfig/
 #: config-llm-decode-template.yaml): decode pods of a prefill/decode instance rendered by this collection get it.

@@ -271,7 +271,7 @@ def _taint_text(t: Taint) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# The planner
+# The planner's bookkeeping: placed replicas, the pool ledgers, and matching memoised per class and cluster shape
 # --------------------------------------------------------------------------------------------------------------------
 
 

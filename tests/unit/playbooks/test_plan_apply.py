@@ -5,13 +5,15 @@ slices whose inventories hold only their own clusters (as AWX job slicing gives 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from example_fleet import copy_example_inventory
-from test_fleet_playbooks import ANSIBLE_PLAYBOOK, playbook, run_playbook
+from test_fleet_playbooks import ANSIBLE_PLAYBOOK, REPO, playbook, run_playbook
 
 pytestmark = pytest.mark.skipif(not ANSIBLE_PLAYBOOK.exists(), reason="ansible-playbook is not installed")
 
@@ -203,3 +205,38 @@ def test_fleet_routing_without_a_hub_fails_before_anything_is_applied(tmp_path, 
     assert "needs gpufleet_routing_hub" in out, out[-3000:]
     assert ("no-such-cluster is not an inventory host" if hub else "(not set)") in out
     assert "Apply every cluster's serving workloads" not in out
+
+
+def _verbose(inventory: Path, name: str, *extra: str) -> str:
+    """Run a playbook with the default callback at -v (every task's result printed as JSON)."""
+    env = dict(
+        os.environ,
+        ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_STDOUT_CALLBACK="default",
+    )
+    argv = [str(ANSIBLE_PLAYBOOK), "-v", "-i", str(inventory / "hosts.yml"), str(REPO / "playbooks" / name), *extra]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_values_handed_off_through_files_render_what_registered_values_render(tmp_path):
+    """Issue 26: the role hands fleet_info's fleet and fleet_placement's / fleet_plan's replicas to the next tasks
+    through a file (a handle in the registered result) past __model_deployment_handoff_over characters; forced for
+    every value (0), deploy.yml and plan.yml + apply.yml render the same files, and the results carry handles."""
+    inventory = copy_example_inventory(tmp_path / "inventory")
+    inline = tmp_path / "inline"
+    playbook(inventory, "deploy.yml", "-e", f"gpufleet_render_dir={inline}")
+    handed = tmp_path / "handed"
+    force = "__model_deployment_handoff_over=0"
+    out = _verbose(inventory, "deploy.yml", "-e", f"gpufleet_render_dir={handed}", "-e", force)
+    assert '"gpufleet_handoff": "fleet"' in out and '"gpufleet_handoff": "replicas"' in out
+    # What the render changed, per cluster (selected from fleet_manifests' bounded file_lines).
+    assert '"onprem-a: +' in out.split("Say what the render changed per cluster", 1)[1].split("TASK [", 1)[0]
+    assert files(handed) == files(inline) != {}
+    planned = tmp_path / "planned"
+    playbook(inventory, "plan.yml", "-e", f"gpufleet_render_dir={planned}", "-e", force)
+    out = _verbose(inventory, "apply.yml", "-e", f"gpufleet_render_dir={planned}", "-e", force)
+    assert '"gpufleet_handoff": "replicas"' in out
+    assert files(planned) == files(inline)

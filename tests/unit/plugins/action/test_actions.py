@@ -26,6 +26,7 @@ def test_every_action_plugin_uses_the_base():
         "fleet_plan",
         "fleet_read",
         "fleet_report",
+        "fleet_routing",
         "fleet_state",
         "manifest_dir",
     ]

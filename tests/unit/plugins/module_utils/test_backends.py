@@ -79,6 +79,7 @@ def test_kinds_come_from_the_registry_in_prune_order():
         "Role",
         "RoleBinding",
         "ScaledObject",  # autoscaling (autoscaling.py): pruned when a deployment loses `autoscaling`
+        "HorizontalPodAutoscaler",  # autoscaling.kind: hpa
     ]
     assert {k.kind: k.ready_condition for k in workload_kinds()} == {
         "Deployment": "Available",

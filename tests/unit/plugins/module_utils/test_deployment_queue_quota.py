@@ -134,3 +134,33 @@ def test_replicas_already_admitted_keep_their_slots_and_take_none_of_the_free_qu
     over, _states = place(fleet(replicas=6), kueue_c1(quota=3, used=2), copy.deepcopy(first.replicas), c2_nodes=1)
     assert sorted(r["cluster"] for r in over.replicas) == ["c1", "c1", "c1", "c2", "c2"]  # 5 of 6: never beyond
     assert over.results["chat"]["condition"]["reason"] == "InsufficientCapacity"
+
+
+def test_a_clusters_default_queue_spent_by_the_fleets_own_replicas_does_not_overcommit_them():
+    """The cluster's default ``gpufleet_queue`` with its quota spent by the fleet's own two admitted replicas on c1
+    (their ResourceClaims are read with the rest): they keep their devices (in the usage already) and the pool is
+    not overcommitted; a third replica still goes elsewhere. A claim of a deployment with a queue of its own is not
+    in this queue's usage and gets no such pass."""
+    from test_capacity import claim
+
+    data = fleet(replicas=3, queue=None)
+    data["clusters"][0]["queue"] = {"kind": "kueue", "name": "team-a"}
+    first, _states = place(data, kueue_c1(quota=2, used=0), c2_nodes=1)
+    assert sorted(r["cluster"] for r in first.replicas) == ["c1", "c1", "c2"]
+    claims = []
+    for r in first.replicas:
+        if r["cluster"] == "c1":
+            (alloc,) = r["engines"][0]["members"][0]["allocations"]
+            running = claim(f"{r['name']}-gpu", f"l4-{alloc['node']}", alloc["devices"], ours=True)
+            running["metadata"]["labels"]["gpufleet.io/deployment"] = "chat"
+            claims.append(running)
+    second, states = place(data, [*kueue_c1(quota=2, used=2), *claims], copy.deepcopy(first.replicas), c2_nodes=1)
+    assert second.results["chat"]["condition"]["reason"] != "PoolOvercommitted", second.results["chat"]["condition"]
+    assert slots(second.replicas) == slots(first.replicas)
+    c1 = next(s for s in states if s["cluster"] == "c1")
+    assert any("beyond the quota of Kueue queue team-a" in n for p in c1["pools"] for n in p["notes"])
+    # The same claims of a deployment that names its own queue: not admitted through team-a, so they get no pass.
+    data["deployments"][0]["queue"] = {"kind": "kueue", "name": "other"}  # ml/other -> big (100 GPUs)
+    _outcome, states = place(data, [*kueue_c1(quota=2, used=2), *claims], copy.deepcopy(first.replicas), c2_nodes=1)
+    c1 = next(s for s in states if s["cluster"] == "c1")
+    assert usable_nodes([c1])["c1"] == {"l4": 0}  # every device held: the default queue has nothing left
