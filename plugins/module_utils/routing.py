@@ -304,6 +304,16 @@ def _split_url(url: str, where: str) -> tuple[str, int, str, bool]:
     return m.group(2).lower(), int(m.group(3) or (443 if tls else 80)), m.group(4) or "/", tls
 
 
+def _parent_ref(gateway: Mapping[str, Any]) -> dict[str, Any]:
+    """The hub Gateway a route attaches to (``gpufleet_routing_gateway``: name, optional namespace and section)."""
+    parent: dict[str, Any] = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": str(gateway["name"])}
+    if gateway.get("namespace"):
+        parent["namespace"] = str(gateway["namespace"])
+    if gateway.get("section_name"):
+        parent["sectionName"] = str(gateway["section_name"])
+    return parent
+
+
 def render_httproute(artifact: Mapping[str, Any], gateway: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """Gateway API: per model an HTTPRoute on the hub's Gateway, ``PathPrefix /<ns>/<deployment>/`` (passed through: the
     cluster gateway's own route rewrites it), one weighted ``backendRef`` per cluster to an ExternalName Service naming
@@ -312,11 +322,7 @@ def render_httproute(artifact: Mapping[str, Any], gateway: Mapping[str, Any]) ->
     fleet = str(artifact.get("fleet") or "")
     objs: list[dict[str, Any]] = []
     notes: list[str] = []
-    parent: dict[str, Any] = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": str(gateway["name"])}
-    if gateway.get("namespace"):
-        parent["namespace"] = str(gateway["namespace"])
-    if gateway.get("section_name"):
-        parent["sectionName"] = str(gateway["section_name"])
+    parent = _parent_ref(gateway)
     for model in artifact.get("models") or []:
         dep, ns = model["deployment"], model["namespace"]
         rows, missing = _usable(model)
@@ -381,11 +387,7 @@ def render_aigateway(artifact: Mapping[str, Any], gateway: Mapping[str, Any]) ->
     fleet = str(artifact.get("fleet") or "")
     objs: list[dict[str, Any]] = []
     notes: list[str] = []
-    parent: dict[str, Any] = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": str(gateway["name"])}
-    if gateway.get("namespace"):
-        parent["namespace"] = str(gateway["namespace"])
-    if gateway.get("section_name"):
-        parent["sectionName"] = str(gateway["section_name"])
+    parent = _parent_ref(gateway)
     for model in artifact.get("models") or []:
         dep, ns = model["deployment"], model["namespace"]
         rows, missing = _usable(model)
