@@ -12,7 +12,9 @@ variables apply unchanged), a thread per cluster, and the phases in lockstep acr
 2. **wait**: poll each cluster's workloads until their own replica counts say ready (:mod:`.readiness`), or time out;
 3. **prune**: delete owned objects no longer rendered, except those of *held* deployments (:func:`held_deployments`):
    a deployment with a workload not ready, or with objects on a cluster whose apply failed, keeps its old replicas
-   everywhere this run, so a drain never deletes an old replica before its replacement is ready.
+   everywhere this run, so a drain never deletes an old replica before its replacement is ready. A deployment whose
+   only changes are removals (a scale-down) is pruned *before* the wait instead (:func:`removals_first`): what it
+   frees may be what another deployment's new replica on that cluster needs.
 
 Apply and wait run in **waves** (:mod:`.rollout`): a workload whose spec changes restarts its replica, so of each
 deployment's such updates at most ``rollout.max_unavailable`` replicas are applied per wave, fleet-wide, and each wave
@@ -333,6 +335,38 @@ def prune_candidates(
     kept = {key_of(o) for o in desired} | set(keep)
     held_set = set(held)
     return [o for o in existing if key_of(o) not in kept and deployment_of(o) not in held_set]
+
+
+def removals_first(
+    existing: Mapping[str, Iterable[Mapping[str, Any]]],
+    desired: Mapping[str, Iterable[Mapping[str, Any]]],
+    changes: Iterable[Change],
+    not_ready: Iterable[str],
+    held: Iterable[str],
+    keep: Mapping[str, Iterable[Key]] | None = None,
+) -> dict[str, list[Mapping[str, Any]]]:
+    """Per cluster, the owned objects to delete *before* anything is awaited: the dropped objects of deployments
+    whose every change this run is a removal (a scale-down, a replica the placement no longer wants), whose remaining
+    workloads are all Ready, and which nothing else holds (``held``: a failure, an unreadable placement record, the
+    caller's holds). The final prune would delete them anyway; deleting them first frees the devices they hold, so a
+    new replica of another deployment placed on those nodes in the same run can start instead of waiting out the
+    timeout. A deployment that also creates or updates a workload anywhere (a move, a rollout) keeps its old objects
+    until the new ones are Ready, as before; ``not_ready``: deployments with a workload that is not Ready now."""
+    holding = set(held) | set(not_ready)
+    live = {cluster: {key_of(o) for o in listed} for cluster, listed in existing.items()}
+    for change in changes:
+        if change.deployment is None or change.key[1] not in PREDICATES:
+            continue
+        created = change.key not in live.get(change.cluster, set())
+        if created or change.update:
+            holding.add(change.deployment)
+    first: dict[str, list[Mapping[str, Any]]] = {}
+    for cluster, listed in existing.items():
+        candidates = prune_candidates(listed, desired.get(cluster, []), holding, (keep or {}).get(cluster, ()))
+        found = [o for o in candidates if deployment_of(o) is not None]
+        if found:
+            first[cluster] = found
+    return first
 
 
 def skipped_holds(skipped: Iterable[Mapping[str, Any]]) -> tuple[list[str], dict[str, list[Key]]]:
@@ -901,6 +935,28 @@ def reconcile_fleet(
         unready,
     )
     waiting = opts.wait and not opts.check_mode
+    if opts.prune:
+        # Pure removals first (removals_first): the devices a scale-down frees may be what another deployment's new
+        # replica on the same cluster waits for.
+        first = removals_first(
+            {n: outcomes[n].existing for n in applied_ok},
+            desired,
+            [c for n in applied_ok for c in outcomes[n].changes],
+            unready,
+            held_deployments(desired, set(outcomes) - set(applied_ok), []) + list(opts.hold),
+            opts.keep,
+        )
+
+        def delete_first(name: str) -> None:
+            out = outcomes[name]
+            gone = {key_of(o) for o in first[name]}
+            for obj in first[name]:
+                if not opts.check_mode:
+                    apis[name].delete(obj)
+                out.deleted.append(describe(key_of(obj)))
+            out.existing = [o for o in out.existing if key_of(o) not in gone]
+
+        run_phase(delete_first, [n for n in applied_ok if n in first])
     updates = plan.updates()
     stopped: dict[str, str] = {}  # deployment -> why its rollout stopped
     written: dict[str, int] = {}  # deployment -> the last wave applied for it

@@ -1033,6 +1033,51 @@ def test_scale_up_then_down_is_sticky(fleet: Fleet) -> None:
     assert_all_ready(fleet)
 
 
+def a10g_nodes(fleet: Fleet, host: str) -> list[str]:
+    """Free nodes of ``host``'s A10G pool (localfleet names a pool's nodes ``<pool>-<i>``)."""
+    return [n for n in free_gpu_nodes(fleet, host) if n.startswith("a10g-")]
+
+
+def test_a_scale_down_frees_the_nodes_another_deployments_new_replica_needs_in_the_same_run(fleet: Fleet) -> None:
+    """One run scales swap-x down on lf-gamma and adds swap-y on the A10G node that frees: the run removes swap-x's
+    dropped replica before it waits for swap-y (fleet_k8s.removals_first), so swap-y becomes Ready in that run
+    (before, the run awaited swap-y first and timed out with "not reconciled")."""
+    free = a10g_nodes(fleet, "lf-gamma")
+    assert free, [n["metadata"]["name"] for n in fleet.list("lf-gamma", "", "v1", "nodes")]
+    path = fleet.inventory / "group_vars" / "all" / "deployments.yml"
+    original = path.read_text()
+    data = yaml.safe_load(original)
+    chat = next(d for d in data["gpufleet_model_deployments"] if d["name"] == "chat")
+
+    def pinned(name: str, count: int) -> dict[str, Any]:
+        dep = copy.deepcopy(chat)
+        dep.update(name=name, replicas=count, clusters="lf-gamma")
+        member = dep["engines"][0]["members"][0]
+        member["node_selector"]["devices"][0]["selectors"] = [
+            {"cel": 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA A10G"'}
+        ]
+        return dep
+
+    try:
+        data["gpufleet_model_deployments"].append(pinned("swap-x", len(free)))
+        path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
+        fleet.playbook("deploy.yml")
+        assert a10g_nodes(fleet, "lf-gamma") == []  # swap-x holds every free A10G node
+        x = replicas(fleet, "swap-x")
+        assert len(x) == len(free)
+        data["gpufleet_model_deployments"][-1]["replicas"] = len(free) - 1
+        data["gpufleet_model_deployments"].append(pinned("swap-y", 1))
+        path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
+        proc = fleet.playbook("deploy.yml", "-e", "model_deployment_wait_timeout=120", check=False)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert len(replicas(fleet, "swap-y")) == 1 and len(replicas(fleet, "swap-x")) == len(free) - 1
+        assert_all_ready(fleet)
+    finally:
+        path.write_text(original)
+        fleet.playbook("deploy.yml")
+    assert replicas(fleet, "swap-x") == {} and replicas(fleet, "swap-y") == {}
+
+
 def test_plan_then_apply_cluster_by_cluster_and_refuse_an_older_plan(fleet: Fleet) -> None:
     """Issue 26: plan once (plan.yml), apply cluster by cluster (apply.yml --limit, as AWX job slices do), and an
     apply of a plan older than the one the clusters took is refused."""

@@ -15,6 +15,8 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import 
     ReconcileOptions,
     change_of,
     reconcile_fleet,
+    removals_first,
+    stamped,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelDeployment, parse
 from ansible_collections.gpufleet.serving.plugins.module_utils.readiness import pending_workloads, unreported
@@ -464,3 +466,65 @@ def test_render_a_scale_down_is_not_held_and_other_fleets_files_are_not_consider
     theirs = workload("chat-0-main", labels={"gpufleet.io/fleet": "other"})
     r = plan_render({"a": [workload("chat-0-main", image="vllm:2")]}, files_of({"a": [theirs]}), {}, fleet="prod")
     assert r.held_back == {} and r.plan.updates() == {}
+
+
+# --- removals before the wait ---------------------------------------------------------------------------------------
+
+
+class FullCluster(RollingCluster):
+    """A cluster with room for ``slots`` Deployments: a new one becomes Ready only while no more than ``slots`` exist
+    (its pod waits for the devices of another)."""
+
+    def __init__(self, name, objects, log, slots):
+        super().__init__(name, objects, log, load=1)
+        self.slots = slots
+
+    def list(self, api_version, kind, selector=(), metadata_only=False, managed_by=None):
+        deployments = [k for k in self.objects if k[0] == "Deployment"]
+        if len(deployments) > self.slots:
+            for name in self.loading:
+                self.loading[name] = 2  # unschedulable: the devices it needs are still held
+        return super().list(api_version, kind, selector, metadata_only, managed_by)
+
+
+def ready(desired):
+    """``desired`` as it is live, applied by us before, current and Ready."""
+    live = as_stored(copy.deepcopy(stamped(desired)))
+    live["metadata"]["generation"] = 1
+    live["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1}
+    live["status"]["availableReplicas"] = 1
+    return live
+
+
+def test_a_scale_down_frees_its_devices_before_the_new_replica_it_makes_room_for_is_awaited():
+    # a: two slots, both held by chat (replicas 0, 1); chat scales down to one replica and code's new replica is
+    # placed in the freed slot, in one run. Pruning only after the wait would time out with code pending.
+    log: list[tuple[str, str]] = []
+    chat0, chat1 = workload("chat-0-main"), workload("chat-1-main")
+    code0 = workload("code-0-main", labels={"gpufleet.io/deployment": "code"})
+    apis = {"a": FullCluster("a", [ready(chat0), ready(chat1)], log, slots=2)}
+    outcomes, held = reconcile_fleet(apis, {"a": [chat0, code0]}, opts(timeout=2))
+    assert outcomes["a"].failed is None and held == []
+    assert apis["a"].deleted == ["chat-1-main"] and apis["a"].applied == ["code-0-main"]
+    assert ("ready", "a/code-0-main") in log
+    assert outcomes["a"].deleted == ["Deployment/ml/chat-1-main"]
+
+
+def test_a_move_or_an_update_keeps_the_old_replica_until_the_new_one_is_ready():
+    live = {"a": [ready(workload("chat-0-main")), ready(workload("chat-1-main"))]}
+    existing = live
+    # chat's replica 1 moves to b (a creation there): nothing of chat goes first
+    desired = {"a": [live["a"][0]], "b": [workload("chat-2-main")]}
+    change = Change(cluster="b", key=("apps/v1", "Deployment", "ml", "chat-2-main"), deployment="chat", replica="chat-2")
+    assert removals_first(existing, desired, [change], [], []) == {}
+    # an update of the replica it keeps: the same
+    update = Change(cluster="a", key=("apps/v1", "Deployment", "ml", "chat-0-main"), deployment="chat", update=True)
+    assert removals_first(existing, {"a": [live["a"][0]]}, [update], [], []) == {}
+    # a pure scale-down goes first, unless a replica it keeps is not Ready, or something holds the deployment
+    (first,) = removals_first(existing, {"a": [live["a"][0]]}, [], [], [])["a"]
+    assert first["metadata"]["name"] == "chat-1-main"
+    assert removals_first(existing, {"a": [live["a"][0]]}, [], ["chat"], []) == {}
+    assert removals_first(existing, {"a": [live["a"][0]]}, [], [], ["chat"]) == {}
+    # an object that names no deployment waits for the final prune
+    other = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x", "namespace": "ml"}}
+    assert removals_first({"a": [other]}, {"a": []}, [], [], []) == {}
