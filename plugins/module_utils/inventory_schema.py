@@ -85,6 +85,27 @@ def role_variables(argument_specs: Mapping[str, Mapping[str, Any]]) -> dict[str,
     return out
 
 
+def routing_host_variables() -> dict[str, dict[str, Any]]:
+    """A cluster's fleet-routing host variables (docs/routing.md), read by ``routing.cluster_settings``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.routing import ADDRESS_VAR, PRIORITY_VAR
+
+    return {
+        PRIORITY_VAR: {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 1000,
+            "description": "A cluster's fleet-routing tier (default 0; lower is preferred, a higher tier takes "
+            "traffic only when the lower ones have no Ready replica).",
+        },
+        ADDRESS_VAR: {
+            "type": "string",
+            "minLength": 1,
+            "description": "The host, or host:port (default port 80), at which the routing hub reaches this "
+            "cluster's gateway.",
+        },
+    }
+
+
 def inventory_schema(argument_specs: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The schema, deterministic (sorted keys when dumped): the models' variables, then the roles' switches. Every
     variable is optional; pydantic writes the ``None`` default of each, which is not a value to set."""
@@ -147,6 +168,8 @@ def inventory_schema(argument_specs: Mapping[str, Mapping[str, Any]] | None = No
         "collection's models by scripts/inventory-schema; do not edit."
     )
     for name, extra in role_variables(argument_specs or {}).items():
+        schema["properties"].setdefault(name, extra)
+    for name, extra in routing_host_variables().items():
         schema["properties"].setdefault(name, extra)
     # Deployments and caches merged from several variables (fleet.source_vars): each team's file holds its own list.
     schema["patternProperties"] = {

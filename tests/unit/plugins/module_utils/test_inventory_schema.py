@@ -86,3 +86,13 @@ def test_role_switches_carry_their_documentation():
     assert mode["enum"] == ["render", "apply"] and "model_deployment" in mode["description"]
     assert schema["properties"]["gpufleet_report"]["description"].endswith("(role model_deployment)")
     assert "C(" not in json.dumps(schema)  # Ansible doc markup is turned into text
+
+
+def test_a_clusters_routing_tier_and_address_are_checked_in_its_host_vars(validator):
+    good = {"gpufleet_routing_priority": 2, "gpufleet_routing_address": "gw.c1.example.com:8080"}
+    assert errors_of(validator, good) == []
+    bad = {"gpufleet_routing_priority": 1001, "gpufleet_routing_address": ""}
+    assert [path for path, _m in errors_of(validator, bad)] == [
+        ["gpufleet_routing_address"],
+        ["gpufleet_routing_priority"],
+    ]
