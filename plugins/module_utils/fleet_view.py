@@ -425,6 +425,13 @@ def build_view(
     outside = set(outside_play)
     not_reconciled = dict(not_reconciled or {})
     replicas = [r for r in placement.get("replicas") or [] if isinstance(r, Mapping)]
+    # Grouped once: each cluster's pools and each deployment read their own (linear in the fleet, not quadratic).
+    by_cluster: dict[str, list[Mapping[str, Any]]] = {}
+    by_deployment: dict[str, list[Mapping[str, Any]]] = {}
+    for r in replicas:
+        by_cluster.setdefault(str(r.get("cluster")), []).append(r)
+        by_deployment.setdefault(str(r.get("deployment")), []).append(r)
+    deployments_by_name = {str(d["name"]): d for d in fleet.get("deployments") or []}
     order = [str(d["name"]) for d in fleet.get("deployments") or []]
     color = {name: i for i, name in enumerate(order)}
 
@@ -469,7 +476,7 @@ def build_view(
             builder = _PoolBuilder(devices.get(klass, []), slots)
             if seen is not None and seen.get("held_devices"):
                 builder.foreign([[str(d) for d in node] for node in seen["held_devices"]])
-            mine = [r for r in replicas if r.get("cluster") == cname]
+            mine = by_cluster.get(cname, [])
             whole: list[tuple[int, tuple[str, str, int, str, str]]] = []
             for r in mine:
                 for engine in r.get("engines") or []:
@@ -525,7 +532,7 @@ def build_view(
     notes = {c: dict(p) for c, p in notes_by_cluster.items()}
     for name in order:
         res = results.get(name) or {}
-        dep = next(d for d in fleet.get("deployments") or [] if d["name"] == name)
+        dep = deployments_by_name[name]
         cond = res.get("condition") or {}
         dv = DeploymentView(
             _text(name),
@@ -540,9 +547,7 @@ def build_view(
         )
         if dv.status != "Ready":
             dv.why = [_text(line) for line in explain_lines(res.get("unschedulable"), notes)]
-        for r in sorted(
-            (r for r in replicas if r.get("deployment") == name), key=lambda r: (str(r["cluster"]), int(r["index"]))
-        ):
+        for r in sorted(by_deployment.get(name, []), key=lambda r: (str(r["cluster"]), int(r["index"]))):
             pools = sorted({str(m.get("pool")) for e in r.get("engines") or [] for m in e.get("members") or []})
             readiness, detail = _readiness(r, mode, applied, not_reconciled, pending, waited)
             dv.replicas.append(
