@@ -18,14 +18,16 @@ Modes:
 - ``plan``: ``playbooks/plan.yml`` (when it exists); goal <= 0.5x the floor's CPU and <= 60 s wall at 5,000 clusters.
 - ``apply-slice``: ``playbooks/apply.yml`` (when it exists) on a tenth of the fleet, after a ``plan.yml`` run:
   ``--limit`` to the slice; goal <= 1.5x the floor of the slice (the floor limited the same way).
-- ``sizes``: one ``deploy.yml`` run with the ``json`` stdout callback: every task result's size as AWX measures an
-  event (``json.dumps`` of the result; AWX blanks one over 700,000 characters) and the custom stats' size (goal
-  ``gpufleet_placement`` <= 64 KB).
+- ``sizes``: one run of each ``--playbook`` (default ``deploy.yml``; e.g. ``caches.yml serving_stack.yml``) with the
+  ``json`` stdout callback: every task result's size as AWX measures an event (``json.dumps`` of the result; AWX
+  blanks one over 700,000 characters; a per-host task counts its largest host), the custom stats' sizes (goal: each
+  <= 64 KB) and, after a ``deploy.yml``, the sizes of ``report.json`` and ``fleet.html``.
 
     .venv/bin/python -P benchmarks/scale.py deploy --clusters 1000 5000 [--pairs 3]
     .venv/bin/python -P benchmarks/scale.py plan --clusters 5000
     .venv/bin/python -P benchmarks/scale.py apply-slice --clusters 5000
     .venv/bin/python -P benchmarks/scale.py sizes --clusters 5000
+    .venv/bin/python -P benchmarks/scale.py sizes --clusters 5000 --playbook caches.yml serving_stack.yml --limit 20
     .venv/bin/python -P benchmarks/scale.py generate --clusters 5000 --out /tmp/fleet-5000
 """
 
@@ -363,36 +365,48 @@ def task_sizes(output: str) -> tuple[list[tuple[int, str]], dict[str, int]]:
     return sizes, stats
 
 
-def mode_sizes(root: Path, clusters: list[int], playbook: str) -> None:
+def mode_sizes(root: Path, clusters: list[int], playbooks: list[str], limit: int | None = None) -> None:
+    """Every task result's size and every custom stat's, per playbook; with deploy.yml also the report files'.
+    ``limit``: run the play on the first ``limit`` clusters only (``--limit``): the fleet-wide tasks still validate
+    the whole inventory (what a per-cluster playbook such as caches.yml costs per host is not the point here)."""
     for n in clusters:
         inv = generate(root / f"fleet-{n}", n)
-        cost = run(
-            REPO / "playbooks" / playbook,
-            inv,
-            check=False,
-            ANSIBLE_STDOUT_CALLBACK="json",
-            ANSIBLE_SHOW_CUSTOM_STATS="true",
-        )
-        try:
-            sizes, stats = task_sizes(cost.stdout)
-        except ValueError:  # not the json callback's document: the playbook failed before it printed one
-            raise SystemExit(
-                f"{playbook} gave no JSON document; its output ends with:\n{cost.stdout[-4000:]}"
-            ) from None
+        for playbook in playbooks:
+            sizes_of(inv, n, playbook, limit)
+
+
+def sizes_of(inv: Path, n: int, playbook: str, limit: int | None = None) -> None:
+    started = load()
+    args = ["--limit", f"gpufleet_clusters[0:{limit - 1}]"] if limit else []
+    cost = run(
+        REPO / "playbooks" / playbook,
+        inv,
+        *args,
+        check=False,
+        ANSIBLE_STDOUT_CALLBACK="json",
+        ANSIBLE_SHOW_CUSTOM_STATS="true",
+    )
+    try:
+        sizes, stats = task_sizes(cost.stdout)
+    except ValueError:  # not the json callback's document: the playbook failed before it printed one
+        raise SystemExit(f"{playbook} gave no JSON document; its output ends with:\n{cost.stdout[-4000:]}") from None
+    play = f", play limited to {limit}" if limit else ""
+    print(
+        f"{playbook}, {n} clusters{play} ({cost.wall:.0f} s wall, {cost.cpu:.0f} s CPU, {cost.rss_mb:.0f} MB; "
+        f"{started} -> {load()})"
+    )
+    for size, name in sorted(sizes, reverse=True)[:8]:
+        print(f"  {size:>10,} chars  {'OVER 700,000' if size > AWX_EVENT_LIMIT else 'ok':<13}{name}")
+    over = [name for size, name in sizes if size > AWX_EVENT_LIMIT]
+    print(f"  task results over {AWX_EVENT_LIMIT:,} characters: {len(over)} {over}")
+    for key, size in stats.items():
         print(
-            f"{playbook}, {n} clusters ({cost.wall:.0f} s wall, {cost.cpu:.0f} s CPU, {cost.rss_mb:.0f} MB; {load()})"
+            f"  custom stat {key}: {size:,} bytes (goal <= {STATS_LIMIT:,}: {'met' if size <= STATS_LIMIT else 'NOT met'})"
         )
-        for size, name in sorted(sizes, reverse=True)[:8]:
-            print(f"  {size:>10,} chars  {'OVER 700,000' if size > AWX_EVENT_LIMIT else 'ok':<13}{name}")
-        over = [name for size, name in sizes if size > AWX_EVENT_LIMIT]
-        print(f"  task results over {AWX_EVENT_LIMIT:,} characters: {len(over)} {over}")
-        for key, size in stats.items():
-            goal = (
-                f"(goal <= {STATS_LIMIT:,}: {'met' if size <= STATS_LIMIT else 'NOT met'})"
-                if key == ("gpufleet_placement")
-                else ""
-            )
-            print(f"  custom stat {key}: {size:,} bytes {goal}")
+    state = inv.parent / "state"
+    for name in ("report.json", "fleet.html"):
+        if (state / name).exists():
+            print(f"  {name}: {(state / name).stat().st_size:,} bytes")
 
 
 def main() -> None:
@@ -400,12 +414,17 @@ def main() -> None:
     parser.add_argument("mode", choices=["deploy", "plan", "apply-slice", "sizes", "generate"])
     parser.add_argument("--clusters", type=int, nargs="+", default=[1000, 5000])
     parser.add_argument("--pairs", type=int, default=3, help="(floor, playbook) pairs per figure")
-    parser.add_argument("--playbook", default="deploy.yml", help="sizes: the playbook to measure")
+    parser.add_argument(
+        "--playbook", nargs="+", default=["deploy.yml"], help="sizes: the playbook(s) to measure, in this order"
+    )
     parser.add_argument(
         "--slice",
         choices=["inventory", "limit"],
         default="inventory",
         help="apply-slice: an inventory of the slice's hosts (as AWX slices) or --limit over the whole inventory",
+    )
+    parser.add_argument(
+        "--limit", type=int, help="sizes: run each playbook on the first N clusters only (the fleet stays whole)"
     )
     parser.add_argument("--out", type=Path, help="generate: where; other modes: keep the fleets there")
     parser.add_argument(
@@ -429,7 +448,7 @@ def main() -> None:
         elif args.mode == "apply-slice":
             mode_apply_slice(root, args.clusters, args.pairs, args.slice)
         else:
-            mode_sizes(root, args.clusters, args.playbook)
+            mode_sizes(root, args.clusters, args.playbook, args.limit)
     finally:
         if args.out is None:
             shutil.rmtree(root, ignore_errors=True)

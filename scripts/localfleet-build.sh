@@ -3,6 +3,9 @@
 #
 #   scripts/localfleet-build.sh            # build whatever is missing, print the bin directory
 #   scripts/localfleet-build.sh --print    # print the bin directory only (exit 1 when something is missing)
+#   scripts/localfleet-build.sh --kueue [--print]  # the same for Kueue (only a fleet started with `up --kueue`
+#                                                  # needs it): prints Kueue's directory (bin/kueue-controller, CRDs,
+#                                                  # webhook configurations)
 #
 # Everything is built from Go modules through the module proxy, each in its own wrapper module (their k8s.io/*
 # requirements differ): kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from k8s.io/kubernetes
@@ -16,6 +19,9 @@ K8S_STAGING_VERSION=v0.36.3
 ETCD_VERSION=v3.6.6
 KWOK_VERSION=v0.7.0
 LWS_VERSION=v0.7.0
+# Kueue is built only when asked (`--kueue`), into a directory of its own: the other binaries' cache key is unchanged.
+KUEUE_VERSION=v0.17.0
+KUEUE_BUILD_TIMEOUT=${GPUFLEET_KUEUE_BUILD_TIMEOUT:-1800}  # seconds; a cold build on 2 busy cores
 
 CACHE_ROOT=${GPUFLEET_LOCALFLEET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-localfleet}
 KEY="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_lws-${LWS_VERSION}"
@@ -29,12 +35,27 @@ have_all() {
   [[ -f "$OUT/lws-crds.yaml" ]]
 }
 
-if [[ "${1:-}" == "--print" ]]; then
+KUEUE_OUT="$CACHE_ROOT/kueue-${KUEUE_VERSION}"
+have_kueue() {
+  [[ -x "$KUEUE_OUT/bin/kueue-controller" && -f "$KUEUE_OUT/kueue-crds.yaml" && -f "$KUEUE_OUT/kueue-webhooks.yaml" ]]
+}
+KUEUE=0
+PRINT=0
+for arg in "$@"; do
+  case "$arg" in
+    --kueue) KUEUE=1 ;;
+    --print) PRINT=1 ;;
+    *) echo "localfleet-build: unknown option $arg (--print, --kueue)" >&2; exit 2 ;;
+  esac
+done
+if [[ $KUEUE == 1 ]]; then
+  if have_kueue; then echo "$KUEUE_OUT"; exit 0; fi
+  [[ $PRINT == 1 ]] && exit 1
+elif [[ $PRINT == 1 ]]; then
   have_all || exit 1
   echo "$BIN"
   exit 0
-fi
-if have_all; then
+elif have_all; then
   echo "$BIN"
   exit 0
 fi
@@ -117,6 +138,34 @@ build_lws() {
   cat "$src"/config/crd/bases/*.yaml >"$OUT/lws-crds.yaml.tmp"
   mv "$OUT/lws-crds.yaml.tmp" "$OUT/lws-crds.yaml"
 }
+
+build_kueue() {  # the controller (cmd/kueue), its CRDs and its webhook configurations, from the Go module
+  local dir="$KUEUE_OUT/src/kueue" src
+  mkdir -p "$KUEUE_OUT/bin" "$dir"
+  if [[ ! -x "$KUEUE_OUT/bin/kueue-controller" ]]; then
+    log "building kueue-controller (sigs.k8s.io/kueue $KUEUE_VERSION; a few minutes cold, at most ${KUEUE_BUILD_TIMEOUT}s)"
+    (
+      cd "$dir"
+      [[ -f go.mod ]] || printf 'module gpufleet.local/build/kueue\ngo 1.26.0\nrequire sigs.k8s.io/kueue %s\n' \
+        "$KUEUE_VERSION" >go.mod
+      timeout "$KUEUE_BUILD_TIMEOUT" go build -trimpath -ldflags "-s -w" -o "$KUEUE_OUT/bin/kueue-controller.tmp" \
+        sigs.k8s.io/kueue/cmd/kueue
+      mv "$KUEUE_OUT/bin/kueue-controller.tmp" "$KUEUE_OUT/bin/kueue-controller"
+    ) || { log "building Kueue $KUEUE_VERSION failed or took over ${KUEUE_BUILD_TIMEOUT}s"; return 1; }
+  fi
+  src=$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+  cat "$src"/config/components/crd/bases/*.yaml >"$KUEUE_OUT/kueue-crds.yaml.tmp"
+  mv "$KUEUE_OUT/kueue-crds.yaml.tmp" "$KUEUE_OUT/kueue-crds.yaml"
+  cat "$src/config/components/webhook/manifests.yaml" >"$KUEUE_OUT/kueue-webhooks.yaml.tmp"  # not the cache's mode
+  mv "$KUEUE_OUT/kueue-webhooks.yaml.tmp" "$KUEUE_OUT/kueue-webhooks.yaml"
+}
+
+if [[ $KUEUE == 1 ]]; then
+  build_kueue
+  have_kueue || { log "Kueue is missing in $KUEUE_OUT"; exit 1; }
+  echo "$KUEUE_OUT"
+  exit 0
+fi
 
 build_kubernetes
 build_etcd

@@ -8,8 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import render
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import serving_kinds
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     SERVING_OWNER,
     FleetIdentity,
@@ -19,20 +17,109 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import (
+    ClusterOutcome,
     ReconcileOptions,
     connect,
     reconcile_fleet,
     recorded_placement,
     skipped_holds,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import handoff
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import write_atomic
-from ansible_collections.gpufleet.serving.plugins.module_utils.plan import plan_record_object
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import size
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.document import plan_record_object
+from ansible_collections.gpufleet.serving.plugins.module_utils.render import serving as render
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.backends.registry import serving_kinds
 from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import DeploymentRollout, budgets
-from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction, handoff_dir
 
 # Rendering imports it when first needed: imported here, in the ansible-playbook process, so the worker does not compile
 # it again (see fleet_info's PRELOADED).
 PRELOADED = (render,)
+
+# Issue 26 ("Scale"): the result of one task over every cluster. AWX blanks a job event over 700,000 characters; at
+# 5,000 clusters the per-cluster outcomes alone were about 2 MB. Lists that grow with the fleet or its objects are cut
+# (counts kept); ``pending``, which later tasks need whole, goes through a file past ``handoff_over``.
+#: Entries of each per-cluster list (``applied``, ``namespaces``, ``deleted``, ``pending``) kept in ``clusters``.
+CLUSTER_ITEMS = 10
+#: ``clusters``, in characters of JSON: the failed clusters, then those with pending workloads, then the changed ones.
+CLUSTERS_LIMIT = 200_000
+#: ``rollout``, in characters of JSON: each deployment's ``waves``, ``updated`` and ``pending`` share it.
+ROLLOUT_LIMIT = 150_000
+_CLUSTER_LISTS = ("applied", "namespaces", "deleted", "pending")
+
+
+def cluster_entry(outcome: ClusterOutcome) -> dict[str, Any]:
+    """One cluster's outcome with each list cut to its first :data:`CLUSTER_ITEMS` entries (``<list>_count``: how
+    many in all)."""
+    entry = outcome.to_dict()
+    for key in _CLUSTER_LISTS:
+        items = list(entry.get(key) or [])
+        entry[key] = items[:CLUSTER_ITEMS]
+        entry[f"{key}_count"] = len(items)
+    return entry
+
+
+def bounded_clusters(outcomes: dict[str, ClusterOutcome]) -> tuple[dict[str, Any], dict[str, int], bool]:
+    """``(clusters, totals, truncated)``: the per-cluster outcomes that fit in :data:`CLUSTERS_LIMIT` characters -
+    failed clusters first, then those with workloads not ready, then the changed ones, then the others, shown in name
+    order - and the totals over every cluster."""
+    entries = {name: cluster_entry(outcomes[name]) for name in sorted(outcomes)}
+    totals = {
+        "clusters": len(entries),
+        "changed": sum(1 for e in entries.values() if e["changed"]),
+        "failed": sum(1 for e in entries.values() if e["failed"]),
+        "applied": sum(e["applied_count"] for e in entries.values()),
+        "deleted": sum(e["deleted_count"] for e in entries.values()),
+        "namespaces": sum(e["namespaces_count"] for e in entries.values()),
+        "pending": sum(e["pending_count"] for e in entries.values()),
+        "unchanged": sum(int(e["unchanged"] or 0) for e in entries.values()),
+        "requests": sum(int(e["requests"] or 0) for e in entries.values()),
+    }
+    ranked = sorted(
+        entries, key=lambda n: (not entries[n]["failed"], not entries[n]["pending_count"], not entries[n]["changed"], n)
+    )
+    kept: set[str] = set()
+    used = 2
+    for name in ranked:
+        cost = size(name) + size(entries[name]) + 4
+        if used + cost > CLUSTERS_LIMIT:
+            break
+        kept.add(name)
+        used += cost
+    cut = len(kept) < len(entries) or any(
+        e[f"{key}_count"] > len(e[key]) for e in entries.values() for key in _CLUSTER_LISTS
+    )
+    return {n: e for n, e in entries.items() if n in kept}, totals, cut
+
+
+def _cut_names(items: list[Any], limit: int) -> tuple[list[Any], bool]:
+    """The first ``items`` (strings, or lists of strings: waves) that fit in ``limit`` characters of JSON."""
+    kept: list[Any] = []
+    used = 2
+    for item in items:
+        cost = size(item) + 2
+        if used + cost > limit:
+            return kept, True
+        kept.append(item)
+        used += cost
+    return kept, False
+
+
+def bounded_rollout(rollouts: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+    """Each deployment's rolling update with its ``waves``, ``updated`` and ``pending`` cut to a share of
+    :data:`ROLLOUT_LIMIT` (``<list>_count``: how many in all); ``line`` and ``stopped`` whole."""
+    share = max(1_000, ROLLOUT_LIMIT // max(1, 3 * len(rollouts)))
+    out, truncated = [], False
+    for r in rollouts:
+        entry = dict(r)
+        for key in ("waves", "updated", "pending"):
+            items = list(entry.get(key) or [])
+            entry[key], cut = _cut_names(items, share)
+            entry[f"{key}_count"] = len(items)
+            truncated |= cut
+        out.append(entry)
+    return out, truncated
 
 
 class ActionModule(GpufleetAction):
@@ -94,16 +181,23 @@ class ActionModule(GpufleetAction):
         )
         rollouts: list[DeploymentRollout] = []
         outcomes, held = reconcile_fleet(apis, desired, opts, lost=lost, report=rollouts)
-        clusters = {name: outcomes[name].to_dict() for name in sorted(outcomes)}
-        failed = {name: c["failed"] for name, c in clusters.items() if c["failed"]}
+        failed = {name: str(outcomes[name].failed) for name in sorted(outcomes) if outcomes[name].failed}
+        clusters, totals, cut = bounded_clusters(outcomes)
+        rollout, rollout_cut = bounded_rollout([r.to_dict() for r in rollouts])
+        pending = [{"cluster": name, **p} for name in sorted(outcomes) for p in outcomes[name].pending]
         result: dict[str, Any] = {
-            "changed": any(c["changed"] for c in clusters.values()),
+            "changed": any(o.applied or o.namespaces or o.deleted for o in outcomes.values()),
             "clusters": clusters,
+            "clusters_count": len(outcomes),
+            "totals": totals,
             "failed_clusters": failed,
             "held": held,
-            "pending": [{"cluster": name, **p} for name, c in clusters.items() for p in c["pending"]],
-            "rollout": [r.to_dict() for r in rollouts],
+            # Whole (fleet_routing and fleet_report read every entry): through a file past handoff_over.
+            "pending": handoff(pending, "pending", handoff_dir(), args["handoff_over"]),
+            "pending_count": len(pending),
+            "rollout": rollout,
             "rollout_stopped": [r.line() for r in rollouts if r.stopped],
+            "truncated": cut or rollout_cut,
         }
         if args["state_file"] and not self._task.check_mode:
             # Clusters not read this run (unreachable, or outside the play) keep their records as they were.

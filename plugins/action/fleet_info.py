@@ -7,8 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel, quantity, semver
-from ansible_collections.gpufleet.serving.plugins.module_utils.artifacts import bounded_lines
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends import registry
 from ansible_collections.gpufleet.serving.plugins.module_utils.connection import CONNECTION_VARS, kube_connections
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import ADOPT_UNLABELLED_VAR, FLEET_NAME_VAR
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
@@ -22,6 +20,8 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import handoff
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import bounded_lines
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.backends import registry
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction, handoff_dir
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.contract import role_contract
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.inventory import (

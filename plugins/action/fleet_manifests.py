@@ -7,13 +7,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.artifacts import (
-    LIST_LIMIT,
-    bounded_list,
-    bounded_mapping,
-    size,
-)
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import SERVICE_KIND, workload_kinds
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     LABEL_CLUSTER,
     LABEL_DEPLOYMENT,
@@ -21,8 +14,18 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     identity_of,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
-from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction, read_objects
-from ansible_collections.gpufleet.serving.plugins.module_utils.plan_io import write_applied
+from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import (
+    LIST_LIMIT,
+    bounded_list,
+    bounded_mapping,
+    size,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.files import write_applied
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.backends.registry import (
+    SERVICE_KIND,
+    workload_kinds,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import budgets, object_key, plan_render
 from ansible_collections.gpufleet.serving.plugins.module_utils.routing import still_routed
 from ansible_collections.gpufleet.serving.plugins.module_utils.routing_hub import read_routing_artifact
@@ -70,12 +73,7 @@ class ActionModule(GpufleetAction):
             # moved away beyond the deployment's max_unavailable keep their files until the next run.
             rollout = plan_render(
                 objects,
-                {
-                    c: [
-                        (rel, obj) for _c, rel, obj in read_objects(args["render_dir"], [c], SERVING_OWNER, kinds=kinds)
-                    ]
-                    for c in objects
-                },
+                {c: txn.current_objects(c, objs, SERVING_OWNER, kinds) for c, objs in objects.items()},
                 budgets(args["fleet"]["deployments"]),
                 fleet.name,
             )

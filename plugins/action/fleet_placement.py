@@ -6,12 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.artifacts import (
-    bounded_cold,
-    bounded_lines,
-    bounded_results,
-    placement_summary,
-)
 from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import pool_notes, queue_quotas, usable_nodes
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     CACHE_OWNER,
@@ -30,7 +24,13 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.guard import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import handoff
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects, recover, tree_token
-from ansible_collections.gpufleet.serving.plugins.module_utils.plan_io import make_plan
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import (
+    bounded_cold,
+    bounded_lines,
+    bounded_results,
+    placement_summary,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.files import make_plan
 from ansible_collections.gpufleet.serving.plugins.module_utils.warm_first import (
     HYDRATED,
     STAGED,

@@ -8,8 +8,8 @@ from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import handoff
-from ansible_collections.gpufleet.serving.plugins.module_utils.plan import read_record
-from ansible_collections.gpufleet.serving.plugins.module_utils.plan_io import load_plan, read_applied
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.document import read_record
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.files import load_plan, read_applied
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction, handoff_dir
 
 

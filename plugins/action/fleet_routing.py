@@ -1,7 +1,13 @@
 # Copyright: gpufleet.serving contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Action plugin for gpufleet.serving.fleet_routing: the fleet routing artifact, written, applied to the hub and
-published."""
+published.
+
+Issue 26 ("Scale"): the artifact grows with the clusters (926 KB at 5,000) and the hub's objects more (about 4 MB
+with a renderer), so neither is in the task result nor in the custom stat: both carry a bounded summary
+(:func:`.routing.routing_summary`) pointing at the artifact's ConfigMap under ``_fleet/routing/`` (render mode) or on
+the hub; the artifact and the objects themselves are handed to later tasks through files (:mod:`.handoff`). The
+renderers and the hub sync take them here, in-process."""
 
 from __future__ import annotations
 
@@ -10,13 +16,16 @@ from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.connection import CONNECTION_VARS, kube_connections
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import handoff
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import bounded_list, bounded_mapping
 from ansible_collections.gpufleet.serving.plugins.module_utils.routing import (
     ADDRESS_VAR,
     NONE,
     PRIORITY_VAR,
     ROUTING_DIR,
     ROUTING_OWNER,
+    bounded_lines,
     build_routing,
     cluster_settings,
     hub_objects,
@@ -24,9 +33,15 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.routing import (
     pending_counts,
     placed_counts,
     routing_relpath,
+    routing_summary,
     weight_lines,
 )
-from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
+from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction, handoff_dir
+
+#: ``lines`` (a line per model, a weight per cluster) and ``notes``, in characters of JSON each.
+LINES_LIMIT = 100_000
+#: Each list of paths or object keys (``written``, ``removed``, ``hub.applied``...), in characters of JSON.
+LIST_LIMIT = 50_000
 
 
 class ActionModule(GpufleetAction):
@@ -68,35 +83,35 @@ class ActionModule(GpufleetAction):
             renderer=renderer,
         )
         objects, notes = hub_objects(artifact, renderer, gateway=args["gateway"], namespace=args["namespace"])
-        result: dict[str, Any] = {
-            "changed": False,
-            "routing": artifact,
-            "lines": weight_lines(artifact),
-            "notes": notes,
-            "objects": objects,
-            "written": [],
-            "removed": [],
-            "hub": None,
-        }
+        files = {routing_relpath(o): o for o in objects}
+        result: dict[str, Any] = {"changed": False, "hub": None}
+        truncated = False
         if args["render_dir"]:
             from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction
 
             txn = Transaction(args["render_dir"], check_mode=bool(self._task.check_mode))
-            files = {routing_relpath(o).rsplit("/", 1)[1]: o for o in objects}
-            txn.plan_fleet_files(ROUTING_DIR, files, ROUTING_OWNER, fleet_name)
+            txn.plan_fleet_files(
+                ROUTING_DIR, {rel.rsplit("/", 1)[1]: o for rel, o in files.items()}, ROUTING_OWNER, fleet_name
+            )
             outcome = txn.commit()
-            result.update(written=outcome.written, removed=outcome.removed, changed=outcome.changed)
+            result["changed"] = outcome.changed
+            truncated |= bounded_list(result, "written", outcome.written, limit=LIST_LIMIT)
+            truncated |= bounded_list(result, "removed", outcome.removed, limit=LIST_LIMIT)
+        else:
+            truncated |= bounded_list(result, "written", [], limit=LIST_LIMIT)
+            truncated |= bounded_list(result, "removed", [], limit=LIST_LIMIT)
+        hub_name = None
         if args["hub"] and args["mode"] == "apply":
-            hub = str(args["hub"])
-            if hub not in hostvars:
-                raise GpufleetError(f"gpufleet_routing_hub: {hub!r} is not an inventory host")
+            hub_name = str(args["hub"])
+            if hub_name not in hostvars:
+                raise GpufleetError(f"gpufleet_routing_hub: {hub_name!r} is not an inventory host")
             connection = kube_connections(
-                [hub], {hub: {v: to_plain(hostvars[hub].get(v), v) for v in CONNECTION_VARS}}
-            )[hub]
+                [hub_name], {hub_name: {v: to_plain(hostvars[hub_name].get(v), v) for v in CONNECTION_VARS}}
+            )[hub_name]
             from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import ClusterAPI
             from ansible_collections.gpufleet.serving.plugins.module_utils.routing_hub import sync_hub
 
-            api = ClusterAPI(hub, connection, args["request_timeout"])
+            api = ClusterAPI(hub_name, connection, args["request_timeout"])
             hub_out = sync_hub(
                 api,
                 objects,
@@ -104,10 +119,37 @@ class ActionModule(GpufleetAction):
                 field_manager=args["field_manager"],
                 check_mode=bool(self._task.check_mode),
             )
-            result["hub"] = {"cluster": hub, **hub_out.to_dict()}
+            hub: dict[str, Any] = {"cluster": hub_name}
+            truncated |= bounded_list(hub, "applied", hub_out.applied, limit=LIST_LIMIT)
+            truncated |= bounded_list(hub, "deleted", hub_out.deleted, limit=LIST_LIMIT)
+            truncated |= bounded_mapping(hub, "stored", hub_out.stored, limit=LIST_LIMIT)
+            result["hub"] = hub
             result["changed"] = result["changed"] or bool(hub_out.applied or hub_out.deleted)
         elif args["mode"] == "apply" and renderer != NONE and not args["hub"]:
             raise GpufleetError(f"gpufleet_routing_hub: gpufleet_fleet_routing={renderer} in apply mode needs a hub")
+        # Issue 26: a bounded summary pointing at the whole artifact (the ConfigMap file under _fleet/routing/, the
+        # hub's ConfigMap); the artifact and the objects go to later tasks through files, never in the result.
+        summary = routing_summary(
+            artifact,
+            namespace=args["namespace"],
+            files=files if args["render_dir"] else (),
+            render_dir=args["render_dir"],
+            hub=hub_name,
+        )
+        lines = weight_lines(artifact)
+        shown_lines = bounded_lines(lines, "model line(s)", LINES_LIMIT)
+        shown_notes = bounded_lines(notes, "note(s)", LINES_LIMIT // 2)
+        truncated |= len(shown_lines) != len(lines) or len(shown_notes) != len(notes)
+        result.update(
+            routing=summary,
+            artifact=handoff(artifact, "routing", handoff_dir(), 0),
+            objects=handoff(objects, "routing-objects", handoff_dir(), 0),
+            objects_count=len(objects),
+            lines=shown_lines,
+            notes=shown_notes,
+            notes_count=len(notes),
+            truncated=truncated or summary["truncated"],
+        )
         if args["publish_stats"]:
-            result["ansible_stats"] = {"data": {"gpufleet_routing": artifact}, "per_host": False, "aggregate": False}
+            result["ansible_stats"] = {"data": {"gpufleet_routing": summary}, "per_host": False, "aggregate": False}
         return result

@@ -9,6 +9,7 @@ from typing import Any
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import FleetIdentity
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import FLEET_DIR, Transaction
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import bounded_list
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
 
 
@@ -39,15 +40,17 @@ class ActionModule(GpufleetAction):
         outcome = txn.commit()
         result: dict[str, Any] = {
             "changed": outcome.changed,
-            "written": outcome.written,
-            "created": outcome.created,
-            "removed": outcome.removed,
             "unchanged": outcome.unchanged,
-            "removed_clusters": outcome.removed_clusters,
             "left": outcome.left,
             "files": outcome.files(),
             "lines": outcome.lines(),
         }
+        # Issue 26: the fleet directory's generator writes files per cluster (2.5 MB of paths at 5,000 clusters, over
+        # AWX's 700,000-character job event): each list holds what fits in 50,000 characters, <list>_count them all.
+        truncated = False
+        for key in ("written", "created", "removed", "removed_clusters"):
+            truncated |= bounded_list(result, key, getattr(outcome, key))
+        result["truncated"] = truncated
         if self._task.diff:
             result["diff"] = outcome.diff
         return result

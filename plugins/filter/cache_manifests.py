@@ -4,7 +4,7 @@
 apply-time decisions cache_job_action, cache_jobs_to_delete and cache_adopted_volume.
 
 Documentation is in the ``<filter>.yml`` sidecars beside this file; the logic is
-``plugins/module_utils/cache_objects.py`` and ``plugins/module_utils/cache_apply.py``.
+``plugins/module_utils/render/caches.py`` and ``plugins/module_utils/cache_apply.py``.
 """
 
 from __future__ import annotations
@@ -22,12 +22,6 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.cache_apply impor
     jobs_to_delete,
     pvc_change_error,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import (
-    HydrationOptions,
-    cache_objects,
-    job_status,
-    summarize_status,
-)
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import (
     ADAPTER_KEY,
     follow_removal,
@@ -35,6 +29,12 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement i
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import FleetIdentity, parse_adopt
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import (
+    HydrationOptions,
+    cache_objects,
+    job_status,
+    summarize_status,
+)
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.filter import filter_map, gpufleet_filter
 
 

@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Filter gpufleet.serving.serving_manifests: the Kubernetes objects serving a deployment's replicas on one cluster.
 
-Documentation is in ``serving_manifests.yml`` beside this file; the logic is ``plugins/module_utils/render.py``.
+Documentation is in ``serving_manifests.yml`` beside this file; the logic is ``plugins/module_utils/render/serving.py``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.render import render_serving_manifests
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import render_serving_manifests
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.filter import filter_map, gpufleet_filter
 
 

@@ -29,7 +29,6 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement i
     deployment_clusters,
     follow_staging,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.containers import is_vllm
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     Adapter,
@@ -37,6 +36,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     ModelDeployment,
     parse,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.containers import is_vllm
 
 #: Where the engine container finds adapter ``<name>``.
 ADAPTERS_ROOT = "/mnt/adapters"
@@ -111,7 +111,7 @@ def adapter_cache_objects(
     """``{cluster: objects}``: every adapter's cache objects (PVC, hydrator ConfigMap, Job) on each cluster the
     deployment is placed on, annotated ``gpufleet.io/artifact-kind: adapter`` (with the adapter's revision).
     ``storage_classes``: each cluster's ``gpufleet_cache_storage_class`` (the adapters' ReadWriteMany volumes)."""
-    from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import cache_objects
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import cache_objects
 
     caches = list(zip(dep.adapters, adapter_caches(dep), strict=True))
     out: dict[str, list[dict[str, Any]]] = {}

@@ -29,7 +29,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Autoscaling, ModelDeployment
-from ansible_collections.gpufleet.serving.plugins.module_utils.records import ReplicaRecord
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.records import ReplicaRecord
 
 #: The workload kinds KEDA scales through their scale subresource, and the regex of their pods' names after the
 #: workload's name (a Deployment's ``<name>-<template hash>-<5 random>``, a LeaderWorkerSet's ``<name>-<group>[-<i>]``).

@@ -46,7 +46,8 @@ STACK_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_STACK}
 COMPONENT_NAMESPACE = "namespace"
 NAMESPACE_OWNER: dict[str, str] = {**MANAGED, LABEL_COMPONENT: COMPONENT_NAMESPACE}
 #: GitOps render (gpufleet_gitops flux): the sync layer of a rendered object (stack, stack-config, caches, serving);
-#: the per-cluster Flux Kustomizations under <render_dir>/_fleet/ select their objects by it (module_utils/gitops.py).
+#: the per-cluster Flux Kustomizations under <render_dir>/_fleet/ select their objects by it
+#: (module_utils/render/gitops.py).
 ANNOTATION_SYNC_LAYER = "gpufleet.io/sync-layer"
 
 

@@ -14,13 +14,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.artifacts import (
-    EXPLAIN_LIMIT,
-    GROUP_OVER,
-    NAMES_SHOWN,
-    fit_size,
-    group_unschedulable,
-)
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     ANNOTATION_PLACEMENT,
     CORDON_TAINT,
@@ -35,7 +28,14 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.placement import 
     validate_classes,
     validate_clusters,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.records import ReplicaRecord
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import (
+    EXPLAIN_LIMIT,
+    GROUP_OVER,
+    NAMES_SHOWN,
+    fit_size,
+    group_unschedulable,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.records import ReplicaRecord
 from ansible_collections.gpufleet.serving.plugins.module_utils.warm_first import (
     Warmth,
     cold_lines,
@@ -461,7 +461,10 @@ def fleet_manifests(fleet: Mapping[str, Any], replicas: Iterable[Mapping[str, An
     Every cluster of the fleet has an entry (possibly empty), so a cluster that lost its last replica gets pruned.
     Every object carries the fleet's name (``fleet["name"]``, ``gpufleet_fleet_name``) as label ``gpufleet.io/fleet``.
     """
-    from ansible_collections.gpufleet.serving.plugins.module_utils.render import RenderOptions, prepare_deployment
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import (
+        RenderOptions,
+        prepare_deployment,
+    )
 
     options = RenderOptions(fleet=fleet.get("name") or None)
 
@@ -498,7 +501,7 @@ def render_deployment(
     fleet), then each cluster renders its own records, so the work grows with clusters + records, not their product.
     Records on other clusters are checked and not rendered. ``cache`` / ``options``: ``render.prepare_deployment``'s
     cache and a ``render.RenderOptions``."""
-    from ansible_collections.gpufleet.serving.plugins.module_utils.render import check_render, render_checked
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import check_render, render_checked
 
     check_render(dep, records)
     by_cluster: dict[str, list[ReplicaRecord]] = {}

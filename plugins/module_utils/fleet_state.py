@@ -31,7 +31,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import check_path, render_lock, write_atomic
-from ansible_collections.gpufleet.serving.plugins.module_utils.plan import FLEET_DIR
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.document import FLEET_DIR
 from ansible_collections.gpufleet.serving.plugins.module_utils.suggest import did_you_mean
 
 #: The file in a render directory: ``<render_dir>/_fleet/<fleet>/fleet-state.yml`` (:func:`render_dir_file`).

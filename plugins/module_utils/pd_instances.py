@@ -9,7 +9,7 @@ all-or-nothing on one cluster (placement places every engine of a replica on the
 ``colocate: fabric``, in one pool (:func:`place_colocated`: the KV cache moves between the roles over the pool's
 fabric). Explain names each engine by its role (:func:`engine_label`).
 
-Rendering is ``pd_render.py`` (placement ships without it), whatever the backend (``pd_render.adapt_pod``, called by
+Rendering is ``render/pd.py`` (placement ships without it), whatever the backend (``render.pd.adapt_pod``, called by
 the renderer for every pod of a role engine):
 
 - both roles' vLLM get the same ``--kv-transfer-config`` (``{"kv_connector": "NixlConnector", "kv_role": "kv_both"}``,
@@ -22,7 +22,7 @@ the renderer for every pod of a role engine):
   vLLM moves to ``pd.engine_port`` and its probes with it. Only decode pods are endpoints of the replica's and the
   model's Services: a request enters at a decode pod, whose sidecar has it prefilled remotely first
   (``x-prefiller-host-port``, set by the router);
-- per cluster, the router's configuration (``pd_render.router_config``): an ``EndpointPickerConfig`` with
+- per cluster, the router's configuration (``render.pd.router_config``): an ``EndpointPickerConfig`` with
   ``disagg-headers-handler``, the prefill decider (``prefix-based-pd-decider`` with ``nonCachedTokens``, or
   ``always-disagg-pd-decider``), ``disagg-profile-handler`` (``deciders: {prefill: ...}``), ``by-label-selector``
   filters named ``prefill-filter`` / ``decode-filter`` over this deployment's pods, scorers and a picker, and the
@@ -37,7 +37,7 @@ from typing import Any
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import k8s_name
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Engine
 
-#: The API of the llm-d router's configuration (EndpointPickerConfig), rendered by ``pd_render.router_config``.
+#: The API of the llm-d router's configuration (EndpointPickerConfig), rendered by ``render.pd.router_config``.
 EPP_API_VERSION = "inference.networking.x-k8s.io/v1alpha1"
 
 Attempt = tuple[Any, str, dict[str, str], str]

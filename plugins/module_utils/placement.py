@@ -72,7 +72,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     parse,
     require_pydantic,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.records import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.records import (
     LedgerRecord,
     ReplicaRecord,
 )

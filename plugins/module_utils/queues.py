@@ -351,24 +351,53 @@ def deployment_queue_quotas(
             entry.update(free={}, missing=f"ClusterQueue {target} of Kueue LocalQueue {name} not found")
         else:
             entry["free"] = clusterqueue_free(cluster_queues[target], resources)
+            refused = kueue_dra_refusal(dep)
+            if refused and set(entry["free"]) & (resources - set(GPU_RESOURCE_NAMES)):
+                # The ClusterQueue counts a DeviceClass (a deviceClassMapping: Kueue's DRA accounting is on), and that
+                # accounting marks every Workload of this deployment Inadmissible: nothing of it is admitted here.
+                entry.update(free={}, refused=refused)
         out[str(dep.get("name"))] = entry
     return out
 
 
+def kueue_dra_refusal(dep: Mapping[str, Any]) -> str | None:
+    """What of ``dep``'s device requests (fleet_info's deployment) Kueue's DRA quota accounting refuses, or None.
+
+    Kueue v0.17 (``pkg/dra/claims.go`` ``countDevicesPerClass``, behind its ``DynamicResourceAllocation`` gate) counts
+    a ResourceClaimTemplate only when each request is ``exactly`` an ExactCount of a DeviceClass with no CEL
+    selectors, and the claim has no constraints (and no config, no adminAccess); otherwise the Workload is marked
+    Inadmissible (``CEL selectors are not supported``, ...) and never admitted. The local fleet's real Kueue shows it
+    (tests/e2e/test_kueue_queue.py)."""
+    for engine in dep.get("engines") or []:
+        for member in engine.get("members") or []:
+            selector = member.get("node_selector") or {}
+            if selector.get("constraints"):
+                return "device constraints (matchAttribute) are not supported"
+            for req in selector.get("devices") or []:
+                if req.get("first_available"):
+                    return "firstAvailable device selection is not supported"
+                if req.get("selectors"):
+                    return "CEL selectors are not supported"
+                if req.get("allocation_mode") == "All":
+                    return "allocationMode All is not supported"
+    return None
+
+
 def _own_devices(
     records: Iterable[Any], deployment: str, cluster: str
-) -> tuple[dict[tuple[str, int], set[str]], set[str]]:
-    """The devices ``deployment``'s replicas on ``cluster`` hold (``{(pool, node index): devices}``, from their
-    allocations) and the pools where one holds whole nodes (a record without allocations)."""
+) -> tuple[dict[tuple[str, int], set[str]], dict[str, int]]:
+    """What ``deployment``'s replicas on ``cluster`` hold: the devices of those with allocations (``{(pool, node
+    index): devices}``) and, per pool, the nodes those without allocations hold whole (records.MemberRecord: a member
+    that takes every device of its node; read back from a cluster's objects, such a replica says no more)."""
     held: dict[tuple[str, int], set[str]] = {}
-    whole: set[str] = set()
+    whole: dict[str, int] = {}
     for rec in records:
         if rec.deployment != deployment or rec.cluster != cluster:
             continue
         for engine in rec.engines:
             for member in engine.members:
                 if not member.allocations:
-                    whole.add(member.pool)
+                    whole[member.pool] = whole.get(member.pool, 0) + member.nodes
                 for alloc in member.allocations:
                     held.setdefault((member.pool, alloc.node), set()).update(alloc.devices)
     return held, whole
@@ -386,16 +415,15 @@ def quota_bounded_cluster(
     is held (as ``hold_beyond_quota``), so placement never puts a replica beyond the queue's nominalQuota minus usage.
     The deployment's kept replicas on the cluster are admitted already (their devices are in the ClusterQueue's usage
     and observed free, as claims of the fleet's own): their devices are never held and take none of ``free``, so each
-    keeps its node and devices and only what the quota has left is added. A pool where a kept replica holds whole
-    nodes is left as it is."""
+    keeps its node and devices and only what the quota has left is added. Kept replicas that hold whole nodes (no
+    allocations) keep as many wholly free nodes, the first ones, none of whose devices count against ``free``; the
+    rest of the pool is bounded as any other."""
     free = dict(quota.get("free") or {})
     mine, whole = _own_devices(records, deployment, str(cluster.get("name")))
     pools = []
     for pool in cluster.get("pools") or []:
         name = str(pool.get("name"))
-        if name in whole:
-            pools.append(dict(pool))
-            continue
+        reserve = whole.get(name, 0)  # the kept replicas' whole nodes: admitted, in the usage
         cls = classes.get(str(pool.get("class")))
         nodes = int(pool.get("nodes") or 0)
         held_in = list(pool.get("held") or [])
@@ -411,6 +439,10 @@ def quota_bounded_cluster(
             else:
                 taken, taints = list(entry), {}
             own = mine.get((name, i), set()) if free else set()
+            if reserve > 0 and not taken and not taints:
+                reserve -= 1  # a node a kept replica holds whole: none of the quota, never held
+                held_out.append([])
+                continue
             for device, device_class in devices:
                 resource = _device_resource(device_class, free) if free else None
                 if device in taken or device in taints or device in own:
@@ -426,6 +458,12 @@ def quota_bounded_cluster(
 
 def quota_note(quota: Mapping[str, Any]) -> str:
     """What explain says of a deployment's own Kueue queue on a cluster."""
+    if quota.get("refused"):
+        return (
+            f"admitted through Kueue LocalQueue {quota['queue']}: ClusterQueue {quota['cluster_queue']} counts DRA "
+            f"devices and Kueue's DRA accounting refuses this deployment's claims ({quota['refused']}: its Workloads "
+            "stay Inadmissible), so it admits nothing here; request devices by DeviceClass and count only"
+        )
     if quota.get("missing"):
         return f"admitted through Kueue LocalQueue {quota['queue']}: {quota['missing']}, so it admits nothing here"
     left = ", ".join(f"{n} {r}" for r, n in sorted((quota.get("free") or {}).items())) or "nothing it counts"

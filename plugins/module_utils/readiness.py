@@ -79,7 +79,7 @@ def condition_pending(condition: str) -> Predicate:
     return pending
 
 
-#: By workload kind (the backends' kinds: ``backends/*.py`` delegate their ``ready()`` here).
+#: By workload kind (the backends' kinds: ``render/backends/*.py`` delegate their ``ready()`` here).
 PREDICATES: dict[str, Predicate] = {
     "Deployment": deployment_pending,
     "LeaderWorkerSet": leaderworkerset_pending,

@@ -583,3 +583,156 @@ def still_routed(previous: Mapping[str, Any] | None, replicas: Iterable[Mapping[
         for (dep, cluster), weight in routed_weights(previous).items()
         if weight > 0 and (now.get(dep) or {}).get(cluster, 0) < weight
     }
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The bounded summary: the task result and the ``gpufleet_routing`` custom stat (issue 26, "Scale")
+# --------------------------------------------------------------------------------------------------------------------
+
+#: The ``gpufleet_routing`` custom stat (and ``fleet_routing``'s ``routing``), in characters of JSON.
+SUMMARY_LIMIT = 64 * 1024
+#: Model names the summary's ``totals.short`` / ``totals.over`` list (the others are counted).
+SUMMARY_NAMES = 10
+#: Routing files the summary lists (``files_count`` counts them all; ``artifact.file`` is the artifact's).
+SUMMARY_FILES = 50
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, default=str))
+
+
+def artifact_file(fleet: str, namespace: str) -> str:
+    """The render-directory path of the artifact's ConfigMap (:func:`artifact_object`, :func:`routing_relpath`)."""
+    return routing_relpath(
+        {
+            "kind": "ConfigMap",
+            "metadata": {"namespace": namespace, "name": k8s_name(f"gpufleet-routing-{fleet or 'fleet'}")},
+        }
+    )
+
+
+def model_summary(model: Mapping[str, Any]) -> dict[str, Any]:
+    """One model of the artifact in a few fixed-size fields: its ``endpoints`` (clusters routed to, weight > 0, and
+    in all), the priority ``tiers`` they are in, the ``weight`` in all, ``ready`` / ``desired``, ``short`` (fewer
+    Ready replicas than desired) and ``over`` (more: replicas leaving that still serve), the ``draining`` clusters
+    and those the hub cannot reach (``unroutable``: no ``gpufleet_routing_address``), the active spillover
+    endpoints."""
+    rows = list(model.get("clusters") or [])
+    routed = [c for c in rows if int(c.get("weight") or 0) > 0]
+    desired, ready = int(model.get("desired") or 0), int(model.get("ready") or 0)
+    return {
+        "namespace": model.get("namespace"),
+        "desired": desired,
+        "ready": ready,
+        "weight": sum(int(c.get("weight") or 0) for c in rows),
+        "endpoints": len(routed),
+        "clusters": len(rows),
+        "tiers": sorted({int(c.get("priority") or 0) for c in routed}),
+        "draining": sum(1 for c in rows if c.get("draining")),
+        "leaving": sum(int(c.get("leaving") or 0) for c in rows),
+        "unroutable": sum(1 for c in rows if not c.get("address")),
+        "spillover": [str(s.get("name")) for s in model.get("spillover") or [] if s.get("active")],
+        "short": ready < desired,
+        "over": ready > desired,
+    }
+
+
+def routing_summary(
+    artifact: Mapping[str, Any],
+    *,
+    namespace: str,
+    files: Iterable[str] = (),
+    render_dir: str | None = None,
+    hub: str | None = None,
+    limit: int = SUMMARY_LIMIT,
+) -> dict[str, Any]:
+    """The routing artifact as the task result and the ``gpufleet_routing`` custom stat carry it: at most ``limit``
+    characters of JSON whatever the fleet's size, pointing at the full artifact.
+
+    ``models``: per deployment :func:`model_summary`; ``totals``: models, endpoints, weight, ready, desired, and the
+    models ``short`` and ``over``; ``artifact``: where the whole artifact is - the ConfigMap file under
+    ``_fleet/routing/`` of ``render_dir`` (render mode) and/or the ConfigMap on the ``hub`` (key ``routing.json``);
+    ``files``: the first :data:`SUMMARY_FILES` routing files of this fleet under ``_fleet/routing/`` (``files_count``
+    of them). When it would be
+    larger, models are cut (the short and over ones first, then by name) and ``models_count`` / ``files_count``
+    count the whole, ``truncated`` is true."""
+    fleet = str(artifact.get("fleet") or "")
+    per = {str(m["deployment"]): model_summary(m) for m in artifact.get("models") or []}
+    short = sorted(name for name, m in per.items() if m["short"])
+    over = sorted(name for name, m in per.items() if m["over"])
+    configmap = {"namespace": namespace, "name": k8s_name(f"gpufleet-routing-{fleet or 'fleet'}"), "key": ARTIFACT_KEY}
+    pointer: dict[str, Any] = {"configmap": configmap}
+    if render_dir:
+        pointer["render_dir"] = str(render_dir)
+        pointer["file"] = artifact_file(fleet, namespace)
+    if hub:
+        pointer["hub"] = hub
+    all_files = sorted(files)
+    base: dict[str, Any] = {
+        "version": artifact.get("version"),
+        "fleet": fleet,
+        "mode": artifact.get("mode"),
+        "renderer": artifact.get("renderer"),
+        "artifact": pointer,
+        "totals": {
+            "models": len(per),
+            "endpoints": sum(m["endpoints"] for m in per.values()),
+            "clusters": len(
+                {str(c.get("cluster")) for m in artifact.get("models") or [] for c in m.get("clusters") or []}
+            ),
+            "weight": sum(m["weight"] for m in per.values()),
+            "ready": sum(m["ready"] for m in per.values()),
+            "desired": sum(m["desired"] for m in per.values()),
+            "unroutable": sum(m["unroutable"] for m in per.values()),
+            "short": short[:SUMMARY_NAMES],
+            "over": over[:SUMMARY_NAMES],
+        },
+    }
+    if len(short) > SUMMARY_NAMES:
+        base["totals"]["short_count"] = len(short)
+    if len(over) > SUMMARY_NAMES:
+        base["totals"]["over_count"] = len(over)
+    # Models in the order they are kept when cut: the short and over ones first, then by name.
+    ranked = sorted(per, key=lambda name: (not (per[name]["short"] or per[name]["over"]), name))
+    used = _json_size(base) + 200  # the keys below and their counts
+    models: dict[str, Any] = {}
+    for name in ranked:
+        cost = _json_size(name) + _json_size(per[name]) + 4
+        if used + cost > limit * 3 // 4:
+            break
+        models[name] = per[name]
+        used += cost
+    shown: list[str] = []
+    for path in all_files:
+        cost = _json_size(path) + 2
+        if used + cost > limit or len(shown) >= SUMMARY_FILES:
+            break
+        shown.append(path)
+        used += cost
+    out = dict(base)
+    out["models"] = {name: models[name] for name in sorted(models)}
+    out["models_count"] = len(per)
+    out["files"] = shown
+    out["files_count"] = len(all_files)
+    out["truncated"] = (
+        len(models) < len(per)
+        or len(shown) < len(all_files)
+        or bool(base["totals"].get("short_count") or base["totals"].get("over_count"))
+    )
+    return out
+
+
+def bounded_lines(lines: Iterable[str], what: str, limit: int) -> list[str]:
+    """``lines`` cut to at most ``limit`` characters of JSON, a last line counting those left out."""
+    items = list(lines)
+    kept: list[str] = []
+    used = 2
+    for line in items:
+        cost = _json_size(line) + 2
+        if used + cost > limit - 200:
+            break
+        kept.append(line)
+        used += cost
+    if len(kept) < len(items):
+        kept.append(f"... and {len(items) - len(kept)} more {what} (the routing artifact has every one)")
+    return kept

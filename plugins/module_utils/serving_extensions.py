@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelDeployment, QueueRef
-from ansible_collections.gpufleet.serving.plugins.module_utils.records import ReplicaRecord
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.records import ReplicaRecord
 
 
 def extend_objects(
@@ -30,8 +30,8 @@ def extend_objects(
         autoscale_objects,
         check_autoscaling,
     )
-    from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import backends_of
     from ansible_collections.gpufleet.serving.plugins.module_utils.queues import queue_for, queue_objects
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render.backends.registry import backends_of
 
     data = cluster_data or {}
     default = QueueRef.model_validate(data["queue"]) if data.get("queue") else None

@@ -18,7 +18,7 @@ asks these functions (through the ``gpufleet.serving.serving_stack_*`` filters) 
   manager, or a Helm release) is kept as it is and reported;
 * :func:`check_cluster` - the DeviceClasses exist and every GPU pool's nodes publish ResourceSlices for each DRA
   driver of their class (as many devices as the class declares);
-* render mode (``gpufleet_gitops``, module_utils/gitops.py): :func:`render_objects` - the plan as real Kubernetes
+* render mode (``gpufleet_gitops``, module_utils/render/gitops.py): :func:`render_objects` - the plan as real Kubernetes
   objects for the GitOps tool (each release a Flux ``HelmRelease`` with its ``HelmRepository`` / ``OCIRepository``,
   or an Argo CD ``Application``; every object with its sync wave), and :func:`fleet_generator` - the fleet's
   generator under ``<render_dir>/_fleet/`` (a Flux Kustomization per cluster and sync layer, or an Argo CD

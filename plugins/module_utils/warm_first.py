@@ -51,7 +51,7 @@ def _bytes(quantity: Any) -> float | None:
 def source_key(cache: Mapping[str, Any]) -> str:
     """``<uri>@<revision>`` of a cache as fleet_info returns it: what a volume hydrated from it records. The same as
     the role writes from the PVC's ``gpufleet.io/source`` / ``gpufleet.io/revision`` annotations."""
-    from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import as_cache
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import as_cache
 
     model = as_cache(cache)
     return f"{model.source.uri}@{model.source.revision or ''}"

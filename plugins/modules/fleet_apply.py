@@ -157,6 +157,13 @@ options:
         ConfigMap C(kube-system/gpufleet-plan-<fleet>) (owned, fleet-labelled), so an older plan is refused by the
         next apply.
     type: dict
+  handoff_over:
+    description:
+      - When set, a RV(pending) whose JSON is longer than this many characters is handed to the next tasks through a
+        file in the run's private local temporary directory, and RV(pending) is a handle to it (issue 26; AWX blanks a
+        job event over 700,000 characters). M(gpufleet.serving.fleet_routing) and M(gpufleet.serving.fleet_report)
+        take the handle in its place. The C(model_deployment) role sets 200000.
+    type: int
 attributes:
   check_mode:
     support: full
@@ -194,20 +201,45 @@ EXAMPLES = r"""
 
 RETURN = r"""
 clusters:
-  description: What happened on each cluster.
+  description:
+    - What happened on each cluster - bounded whatever the fleet's size (issue 26). Each list (C(applied),
+      C(namespaces), C(deleted), C(pending)) holds its first 10 entries and C(<list>_count) counts them all.
+    - At most 200,000 characters of JSON - the failed clusters first, then those with workloads not ready, then the
+      changed ones, then the others; RV(clusters_count) counts every cluster, RV(totals) sums them all, and
+      RV(truncated) says whether anything was cut.
   returned: always
   type: dict
   sample:
     lf-alpha:
       changed: true
       applied: [Service/ml-team/chat-1a2b3, Deployment/ml-team/chat-1a2b3-main]
+      applied_count: 2
       unchanged: 12
       namespaces: [ml-team]
+      namespaces_count: 1
       deleted: []
+      deleted_count: 0
       pending: []
+      pending_count: 0
       polls: 3
       requests: 17
       failed: null
+clusters_count:
+  description: How many clusters were reconciled (or failed), whether or not RV(clusters) lists them all.
+  returned: always
+  type: int
+  sample: 3
+totals:
+  description: Over every cluster - clusters, changed, failed, and the objects applied, deleted, unchanged, the
+    namespaces created, the workloads pending and the API requests.
+  returned: always
+  type: dict
+  sample: {clusters: 3, changed: 1, failed: 0, applied: 2, deleted: 0, unchanged: 12, namespaces: 1, pending: 0,
+           requests: 51}
+truncated:
+  description: Whether RV(clusters) or RV(rollout) leaves entries out.
+  returned: always
+  type: bool
 failed_clusters:
   description: The clusters that could not be reconciled, and why.
   returned: always
@@ -228,6 +260,8 @@ rollout:
     - Per deployment with updates (workloads whose spec changed), its rolling update - its waves of replicas
       (C(<cluster>/<replica>)), those updated, those still on the old template (C(pending), by wave), why it stopped
       (or null) and a line for the report.
+    - C(waves), C(updated) and C(pending) hold their first entries within a share of 150,000 characters;
+      C(waves_count), C(updated_count) and C(pending_count) count them all.
   returned: always
   type: list
   elements: dict
@@ -245,10 +279,12 @@ rollout_stopped:
   type: list
   elements: str
 pending:
-  description: Workloads not ready when the wait ended (every cluster).
+  description:
+    - Workloads not ready when the wait ended (every cluster, every one of them).
+    - With O(handoff_over) and a list longer than that, a handle to the file that holds it instead - C(gpufleet_handoff)
+      (V(pending)), C(path), C(sha256), C(chars), C(items).
   returned: always
-  type: list
-  elements: dict
+  type: raw
   sample:
     - cluster: lf-alpha
       kind: Deployment
@@ -256,4 +292,9 @@ pending:
       name: chat-1a2b3-main
       deployment: chat
       message: "Deployment ml-team/chat-1a2b3-main: 0/1 ready, 0/1 available"
+pending_count:
+  description: How many workloads were not ready when the wait ended (RV(pending)'s length).
+  returned: always
+  type: int
+  sample: 1
 """

@@ -23,7 +23,12 @@ description:
     symlink; this fleet's routing files no longer rendered are removed). With O(hub) in apply mode, server-side
     applies them to the hub, awaits the API server's answer for each, then deletes this fleet's routing objects no
     longer rendered.
-  - Publishes the artifact as the custom stat C(gpufleet_routing) (AWX artifact) with O(publish_stats).
+  - Returns, and publishes as the custom stat C(gpufleet_routing) (AWX artifact) with O(publish_stats), a bounded
+    summary of the artifact (at most 64 KB of JSON whatever the fleet's size) pointing at the whole artifact - the
+    ConfigMap file under C(_fleet/routing/) of the render directory, and the ConfigMap on the hub. The artifact and
+    the hub's objects are handed to later tasks through files in the run's private local temporary directory
+    (RV(artifact), RV(objects)); they are never in the task result (issue 26 - at 5,000 clusters the artifact is
+    about 0.9 MB and the objects about 4 MB, and AWX blanks a job event over 700,000 characters).
 author:
   - gpufleet.serving contributors (@gpufleet)
 options:
@@ -99,7 +104,7 @@ options:
     type: float
     default: 30
   publish_stats:
-    description: Publish the artifact as the custom stat C(gpufleet_routing).
+    description: Publish the summary RV(routing) as the custom stat C(gpufleet_routing).
     type: bool
     default: true
 attributes:
@@ -125,7 +130,21 @@ EXAMPLES = r"""
 
 RETURN = r"""
 routing:
-  description: The routing artifact (version, fleet, mode, renderer, models with their clusters and spillover).
+  description:
+    - A bounded summary of the routing artifact (at most 64 KB of JSON whatever the fleet's size), also the custom
+      stat C(gpufleet_routing). The whole artifact is the ConfigMap named in C(artifact) (key C(routing.json)) - its
+      file under C(_fleet/routing/) of the render directory in render mode, the hub's object in apply mode with a
+      hub - and RV(artifact) in this run.
+    - C(models) - per deployment its C(namespace), C(desired), C(ready) (the Ready replicas routed to), C(weight) (in
+      all), C(endpoints) (clusters with weight above 0) and C(clusters) (all, draining ones included), the priority
+      C(tiers) of its endpoints, C(draining) and C(unroutable) (no C(gpufleet_routing_address)) clusters, C(leaving)
+      replicas, the active C(spillover) endpoints, C(short) (fewer Ready than desired) and C(over) (more - leaving
+      replicas that still serve). C(models_count) counts them all.
+    - C(totals) - models, endpoints, clusters, weight, ready, desired, unroutable, and the names of the C(short) and
+      C(over) models (the first 10; C(short_count) / C(over_count) when there are more).
+    - C(files) - the first 50 routing files of this fleet under C(_fleet/routing/) (render mode; C(files_count) of
+      them). When the summary would be larger than 64 KB the models are cut (the short and over ones kept first) and
+      C(truncated) is true.
   returned: success
   type: dict
   sample:
@@ -133,51 +152,81 @@ routing:
     fleet: prod
     mode: render
     renderer: httproute
+    artifact:
+      configmap: {namespace: gpufleet-routing, name: gpufleet-routing-prod, key: routing.json}
+      render_dir: /srv/fleet/rendered
+      file: _fleet/routing/gpufleet-routing.configmap-gpufleet-routing-prod.yaml
+    totals: {models: 1, endpoints: 3, clusters: 3, weight: 6, ready: 6, desired: 6, unroutable: 0, short: [], over: []}
     models:
-      - deployment: chat
-        namespace: ml
-        port: 8000
-        path: /ml/chat/
-        desired: 6
-        ready: 6
-        adapters: []
-        clusters:
-          - {cluster: c1, service: chat.ml.svc, address: gw.c1.example.com, port: 80, path: /ml/chat/, placed: 3,
-             ready: 3, weight: 3, priority: 0, draining: false}
-        spillover: []
+      chat: {namespace: ml, desired: 6, ready: 6, weight: 6, endpoints: 3, clusters: 3, tiers: [0, 1], draining: 0,
+             leaving: 0, unroutable: 0, spillover: [], short: false, over: false}
+    models_count: 1
+    files: [_fleet/routing/gpufleet-routing.configmap-gpufleet-routing-prod.yaml, _fleet/routing/ml.httproute-chat.yaml]
+    files_count: 5
+    truncated: false
+artifact:
+  description:
+    - The whole routing artifact (version, fleet, mode, renderer, models with their clusters and spillover;
+      docs/routing.md), handed off through a file in the run's private local temporary directory - a handle
+      C({gpufleet_handoff, path, sha256, chars, items}) that the collection's actions take in its place. Read it
+      from the ConfigMap of RV(routing)'s C(artifact) across runs.
+  returned: success
+  type: dict
+  sample: {gpufleet_handoff: routing, path: /home/u/.ansible/tmp/ansible-local-123/gpufleet-routing-1f0c.json,
+           sha256: 1f0c..., chars: 2310, items: 5}
+objects:
+  description: The hub's objects (the artifact's ConfigMap first), handed off through a file like RV(artifact).
+  returned: success
+  type: dict
+  sample: {gpufleet_handoff: routing-objects, path: /home/u/.ansible/tmp/ansible-local-123/gpufleet-routing-objects-9a7e.json,
+           sha256: 9a7e..., chars: 5230, items: 5}
+objects_count:
+  description: How many hub objects there are.
+  returned: success
+  type: int
+  sample: 5
 lines:
-  description: One line per model with each cluster's weight.
+  description: One line per model with each cluster's weight (at most 100,000 characters; a last line counts the
+    lines left out).
   returned: success
   type: list
   elements: str
   sample: ["chat: c1=3 c2=2 c3=1"]
 notes:
-  description: What could not be routed (a cluster without C(gpufleet_routing_address)).
+  description: What could not be routed (a cluster without C(gpufleet_routing_address)); at most 50,000 characters,
+    RV(notes_count) counts them all.
   returned: success
   type: list
   elements: str
   sample: ["chat: cluster c3 has no gpufleet_routing_address: the hub cannot route to it"]
-objects:
-  description: The hub's objects.
+notes_count:
+  description: How many notes there are.
   returned: success
-  type: list
-  elements: dict
-  sample: []
+  type: int
 written:
-  description: Render mode - files written under C(_fleet/routing/).
+  description: Render mode - files written under C(_fleet/routing/) (the first that fit in 50,000 characters;
+    C(written_count) counts them all).
   returned: success
   type: list
   elements: str
   sample: ["_fleet/routing/ml.httproute-chat.yaml"]
 removed:
-  description: Render mode - this fleet's routing files removed.
+  description: Render mode - this fleet's routing files removed (bounded as RV(written); C(removed_count)).
   returned: success
   type: list
   elements: str
   sample: []
 hub:
-  description: Apply mode - the hub, the objects applied (with the stored C(resourceVersion) of each) and deleted.
+  description:
+    - Apply mode - the hub, the objects applied (with the stored C(resourceVersion) of each) and deleted. Each list
+      and C(stored) holds the first entries that fit in 50,000 characters; C(applied_count), C(deleted_count) and
+      C(stored_count) count them all.
   returned: success
   type: dict
-  sample: {cluster: hub, applied: ["HTTPRoute/ml/chat"], deleted: [], stored: {"HTTPRoute/ml/chat": "4711"}}
+  sample: {cluster: hub, applied: ["HTTPRoute/ml/chat"], applied_count: 1, deleted: [], deleted_count: 0,
+           stored: {"HTTPRoute/ml/chat": "4711"}, stored_count: 1}
+truncated:
+  description: Whether any list of the result, or the summary, was cut.
+  returned: success
+  type: bool
 """

@@ -120,7 +120,11 @@ EXAMPLES = r"""
 
 RETURN = r"""
 written:
-  description: Files (relative to O(path)) that were created or changed.
+  description:
+    - Files (relative to O(path)) that were created or changed.
+    - RV(written), RV(created), RV(removed) and RV(removed_clusters) each hold their first entries that fit in 50,000
+      characters of JSON (issue 26 - a fleet directory of thousands of clusters); C(written_count), C(created_count),
+      C(removed_count) and C(removed_clusters_count) count them all, RV(truncated) says whether any was cut.
   returned: success
   type: list
   elements: str
@@ -163,4 +167,8 @@ lines:
   type: list
   elements: str
   sample: ["onprem-a: +2 ~1 -0 files"]
+truncated:
+  description: Whether RV(written), RV(created), RV(removed) or RV(removed_clusters) leaves files out.
+  returned: success
+  type: bool
 """

@@ -4,7 +4,7 @@
 ``gpufleet.serving.contract`` lookup.
 
 Controller side only. It joins the contract (``module_utils/contract.py``: labels, selectors, keys) with the backend
-registry (``module_utils/backends/registry.py``: the kinds a render emits and the workload kinds awaited); the
+registry (``module_utils/render/backends/registry.py``: the kinds a render emits and the workload kinds awaited); the
 contract itself stays at the bottom of ``module_utils`` and never imports the registry.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends.registry import serving_kinds, workload_kinds
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     ANNOTATION_HYDRATED_BY,
     ANNOTATION_HYDRATED_SOURCE,
@@ -32,6 +31,10 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     SERVING_OWNER,
     STACK_OWNER,
     selector,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.backends.registry import (
+    serving_kinds,
+    workload_kinds,
 )
 
 

@@ -42,9 +42,9 @@ sys.path.insert(0, str(REPO / "tests" / "lib"))
 import dra_pairs
 from dra_oracle import Case, Oracle, Verdict
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import render
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
 from ansible_collections.gpufleet.serving.plugins.module_utils.placement import place
+from ansible_collections.gpufleet.serving.plugins.module_utils.render import serving as render
 
 SEED = int(os.environ.get("GPUFLEET_DRA_DIFF_SEED", "12"))
 KUBERNETES_VERSION = "1.36"

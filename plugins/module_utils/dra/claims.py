@@ -5,8 +5,8 @@ record member's requests and constraints (design.md §3a, §12).
 
 The record's snake_case (``device_class_name``, ``first_available``, ``match_attribute``, ``capacity.requests``)
 becomes ``resource.k8s.io/v1``'s camelCase; toleration fields are Kubernetes' own already. Rendering
-(``render.claim_devices``) and the differential test against kube-scheduler use this one function, so what placement
-allocated is what the scheduler is asked for.
+(``render.serving.claim_devices``) and the differential test against kube-scheduler use this one function, so what
+placement allocated is what the scheduler is asked for.
 """
 
 from __future__ import annotations

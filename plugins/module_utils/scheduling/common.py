@@ -24,7 +24,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     parse,
     translate_errors,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.records import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.records import (
     LedgerRecord,
     ReplicaRecord,
 )

@@ -32,11 +32,11 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     PlacementCluster,
     Taint,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import Quantity, parse_quantity
-from ansible_collections.gpufleet.serving.plugins.module_utils.records import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.records import (
     LedgerRecord,
     ReplicaRecord,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.quantity import Quantity, parse_quantity
 from ansible_collections.gpufleet.serving.plugins.module_utils.scheduling.common import (
     _MEMO_LIMIT,
     SelectorEngine,

@@ -19,7 +19,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.dra.state import 
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     PlacementCluster,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.records import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.records import (
     ReplicaRecord,
     copy_request,
 )

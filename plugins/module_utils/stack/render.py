@@ -18,7 +18,11 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     STACK_OWNER,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.gitops import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
+    parse,
+    require_pydantic,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.gitops import (
     ANNOTATION_SYNC_LAYER,
     ARGOCD,
     FLUX,
@@ -29,10 +33,6 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.gitops import (
     WAVE_RELEASES,
     WAVE_STACK_CONFIG,
     decorate,
-)
-from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
-    parse,
-    require_pydantic,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.stack.apply import (
     _meta,
@@ -57,7 +57,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.stack.versions im
 
 
 def _stack_wave(obj: Mapping[str, Any]) -> int:
-    """The sync wave of one of the plan's plain objects (module_utils/gitops.py has the table)."""
+    """The sync wave of one of the plan's plain objects (module_utils/render/gitops.py has the table)."""
     if obj.get("kind") in ("Namespace", "ResourceQuota"):
         return WAVE_NAMESPACES
     if _obj_labels(obj).get(LABEL_STACK_PART) == GKE_DRIVER.replace("_", "-"):
@@ -150,9 +150,9 @@ def render_objects(
     """The plan as the render directory holds it for ``gitops.tool``: the plain objects and GKE's driver installers,
     then each release as Flux (a ``HelmRelease`` and its ``HelmRepository`` or ``OCIRepository``, ``dependsOn`` the
     releases whose CRDs it needs) or Argo CD (an ``Application``) renders it, or not at all (``none``); every object
-    with its sync wave (module_utils/gitops.py). Returns ``(objects, lines)``: one line per release saying how it was
-    rendered. A release whose chart is a local path (no repository) cannot be rendered for a GitOps tool: it is left
-    out and warned about."""
+    with its sync wave (module_utils/render/gitops.py). Returns ``(objects, lines)``: one line per release saying how
+    it was rendered. A release whose chart is a local path (no repository) cannot be rendered for a GitOps tool: it is
+    left out and warned about."""
     tool = gitops.tool
     objects = [
         decorate(obj, tool, _stack_wave(obj))

@@ -16,9 +16,6 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.gitops import (
-    ARGOCD,
-)
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     BaseModel,
     ConfigDict,
@@ -31,6 +28,9 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     field_validator,
     parse,
     require_pydantic,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.gitops import (
+    ARGOCD,
 )
 
 #: Render mode: a Helm release as Flux renders it (gpufleet_gitops flux) ...
@@ -118,7 +118,8 @@ GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 GKE_DRIVER_VERSION_LABEL = "cloud.google.com/gke-gpu-driver-version"
 #: Driver root per provider (where the host's NVIDIA driver lives); GKE installs it under /home/kubernetes/bin/nvidia.
 DEFAULT_DRIVER_ROOTS: dict[str, str] = {"gke": "/home/kubernetes/bin/nvidia", "eks": "/", "existing": "/"}
-#: The presets the LLMInferenceService renderer names (backends/kserve.py) and KServe v0.20's controller looks up.
+#: The presets the LLMInferenceService renderer names (render/backends/kserve.py) and KServe v0.20's
+#: controller looks up.
 PRESETS: tuple[str, ...] = (
     "kserve-config-llm-template",
     "kserve-config-llm-worker-pipeline-parallel",

@@ -16,7 +16,7 @@ import yaml
 from example_fleet import copy_example_inventory
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import ANNOTATION_SYNC_LAYER
-from ansible_collections.gpufleet.serving.plugins.module_utils.plan import Plan
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.document import Plan
 
 REPO = Path(__file__).resolve().parents[3]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"

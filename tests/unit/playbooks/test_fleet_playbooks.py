@@ -190,6 +190,13 @@ def test_deploy_publishes_the_placement_for_awx_workflows(tmp_path):
     assert {n: sum(r["clusters"].values()) for n, r in placement["results"].items()} == desired
     assert {c for r in placement["results"].values() for c in r["clusters"]} <= clusters
     assert stats["gpufleet_drift"] == []  # render mode reads no cluster
+    # The routing artifact is a summary too (issue 26, docs/routing.md), pointing at the whole artifact's file.
+    routing = stats["gpufleet_routing"]
+    assert {n: m["ready"] for n, m in routing["models"].items()} == desired and routing["totals"]["short"] == []
+    assert routing["artifact"]["file"] in routing["files"] and routing["truncated"] is False
+    artifact = yaml.safe_load((tmp_path / "rendered" / routing["artifact"]["file"]).read_text())
+    models = json.loads(artifact["data"]["routing.json"])["models"]
+    assert {m["deployment"]: sum(c["weight"] for c in m["clusters"]) for m in models} == desired
 
     # Every cluster drained and shortfalls fatal: the run fails before writing, and still says what was short.
     drained = json.dumps({"gpufleet_drained_clusters": sorted(clusters), "gpufleet_fail_on_unschedulable": True})

@@ -106,7 +106,8 @@ PLACEMENT = (
             "dra/state.py",
             "pd_instances.py",  # prefill/decode instances: colocate fabric, explain by role (no rendering)
             "placement.py",  # the façade of scheduling/: plan(), place()
-            "records.py",
+            "plan/__init__.py",
+            "plan/records.py",  # the replica records placement writes (nothing else of plan/)
             "scheduling/__init__.py",
             "scheduling/common.py",
             "scheduling/explain.py",
@@ -126,11 +127,13 @@ EXPECTED: dict[str, set[str]] = {
     "replica_placement": PLACEMENT,
 }
 
-#: What none of them uses: rendering, the backends, container helpers, readiness and the fleet orchestration.
+#: What none of them uses: rendering (render/: the serving render, the backends, container helpers, caches, GitOps),
+#: the plan document and its files, readiness and the fleet orchestration.
 NOT_SHIPPED = (
-    f"{MU}/backends/",
-    f"{MU}/render.py",
-    f"{MU}/containers.py",
+    f"{MU}/render/",
+    f"{MU}/plan/document.py",
+    f"{MU}/plan/files.py",
+    f"{MU}/plan/artifacts.py",
     f"{MU}/readiness.py",
     f"{MU}/fleet",
     f"{MU}/serving_stack.py",

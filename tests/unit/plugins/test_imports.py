@@ -139,11 +139,11 @@ def test_imports_inside_functions_and_from_imports_of_modules_count():
 
 def test_the_lazy_import_that_closed_a_cycle_is_found():
     """contract.role_contract() used to import the backend registry inside the function: contract -> backends ->
-    backends.deployment -> contract. The graph sees it."""
+    backends.deployment -> contract (the backends are render/backends/ now). The graph sees it."""
     names = set(collection_files())
     graph = import_graph()
     graph[f"{MODULE_UTILS}.contract"] = graph[f"{MODULE_UTILS}.contract"] | imports_of(
-        f"def role_contract():\n    from {MODULE_UTILS}.backends.registry import serving_kinds\n",
+        f"def role_contract():\n    from {MODULE_UTILS}.render.backends.registry import serving_kinds\n",
         f"{MODULE_UTILS}.contract",
         names,
     )
@@ -164,7 +164,7 @@ def test_the_walk_sees_the_collection():
     graph = import_graph()
     assert f"{PACKAGE}.plugins.modules.replica_placement" in graph
     assert f"{MODULE_UTILS}.placement" in graph[f"{PACKAGE}.plugins.modules.replica_placement"]
-    assert f"{MODULE_UTILS}.backends.registry" in graph[f"{PACKAGE}.plugins.plugin_utils.contract"]
+    assert f"{MODULE_UTILS}.render.backends.registry" in graph[f"{PACKAGE}.plugins.plugin_utils.contract"]
 
 
 @pytest.mark.parametrize(
@@ -180,6 +180,14 @@ def test_the_walk_sees_the_collection():
         ("cel.common", {"errors"}),
         # The cloud seam: the Provider protocol and the shared waiter stand on the capacity failures alone.
         ("cloud.provider", {"capacity_ladder", "errors", "k8s.version"}),
+        # The plan document is pure data over the contract; the placement artifacts are pure functions over dicts.
+        ("plan.document", {"contract", "errors"}),
+        ("plan.artifacts", set()),
+        # The replica record stands on the models (and the DRA shapes they validate with), never on a stage after it.
+        ("plan.records", {"contract", "dra.api", "errors", "models"}),
+        # GitOps render imports only the contract, so the render-directory writer (manifest_dir.py) stays light.
+        ("render.gitops", {"contract", "errors"}),
+        ("render.containers", set()),
     ],
 )
 def test_bottom_modules_import_only_what_they_may(module, allowed):
@@ -211,3 +219,34 @@ def test_one_cloud_provider_does_not_import_another():
     assert f"{MODULE_UTILS}.cloud.provider" in graph[gke] & graph[eks]
     assert eks not in graph[gke] and gke not in graph[eks]
     assert f"{MODULE_UTILS}.cloud.gke_client" not in graph[gke]  # the client is the module's, passed in
+
+
+def _closure(graph: dict[str, set[str]], name: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_the_stages_import_downstream_only():
+    """inventory -> models -> plan -> render -> write/apply: placement (placement.py, scheduling/) and the plan's
+    replica records, document and artifacts reach nothing of render/ (the replica_placement module ships none of it);
+    no module of render/ imports the fleet orchestration or the write/apply stage."""
+    graph = import_graph()
+    render = f"{MODULE_UTILS}.render."
+    upstream = [f"{MODULE_UTILS}.placement", f"{MODULE_UTILS}.plan.document", f"{MODULE_UTILS}.plan.records"]
+    upstream += [f"{MODULE_UTILS}.plan.artifacts"]
+    upstream += sorted(name for name in graph if name.startswith(f"{MODULE_UTILS}.scheduling."))
+    assert {
+        short(name): sorted(short(n) for n in _closure(graph, name) if n.startswith(render)) for name in upstream
+    } == {short(name): [] for name in upstream}
+    later = {
+        f"{MODULE_UTILS}.{name}" for name in ("fleet_deploy", "manifest_dir", "fleet_k8s", "rollout", "plan.files")
+    }
+    in_render = sorted(name for name in graph if name.startswith(render))
+    assert len(in_render) >= 12, in_render  # serving, gitops, pd, caches, containers, ..., backends/*
+    assert {short(name): sorted(map(short, graph[name] & later)) for name in in_render if graph[name] & later} == {}

@@ -3,6 +3,8 @@ every public name of the package importable from where other code (and users' ch
 
 ``models.py`` is the façade of ``inventory/``, ``placement.py`` of ``scheduling/``, ``serving_stack.py`` of ``stack/``
 and ``dra_cel.py`` of ``cel/`` (its public names are listed in its own ``__all__``; ``cel/test_cel_registry.py``).
+The stage packages ``plan/`` and ``render/`` (with ``render/backends/``) have no façade: their modules are imported
+where they live, and the flat modules they replaced are gone.
 """
 
 from __future__ import annotations
@@ -20,6 +22,17 @@ MAX_LINES = 1500
 
 #: façade module -> the package behind it.
 FACADES = {"models": "inventory", "placement": "scheduling", "serving_stack": "stack"}
+#: stage package -> modules it holds (issue 32 step 7).
+STAGES = {
+    "plan": {"document", "files", "records", "artifacts"},
+    "render": {"serving", "gitops", "pd", "caches", "containers", "device_alternatives"},
+    "render/backends": {"base", "registry", "deployment", "grove", "kserve", "leaderworkerset"},
+}
+#: the flat modules (and the package) the stage packages replaced: plan.py, plan_io.py, records.py, artifacts.py,
+#: render.py, gitops.py, pd_render.py, cache_objects.py, containers.py, device_alternatives.py, backends/.
+REPLACED = ("plan_io", "records", "artifacts", "gitops", "pd_render", "cache_objects", "containers")
+REPLACED += ("device_alternatives", "backends")
+TESTS = REPO / "tests" / "unit" / "plugins" / "module_utils"
 
 
 def _lines(path: Path) -> int:
@@ -78,3 +91,24 @@ def test_the_facades_stay_small():
     """A façade holds its package's entry points, not the package: placement.py keeps plan() / place()."""
     sizes = {facade: _lines(MU / f"{facade}.py") for facade in FACADES}
     assert all(n < 500 for n in sizes.values()), sizes
+
+
+def test_the_stage_packages_hold_their_modules_and_replace_the_flat_ones():
+    for package, modules in STAGES.items():
+        assert (MU / package / "__init__.py").is_file(), package
+        assert modules <= {p.stem for p in (MU / package).glob("*.py")}, package
+    assert [name for name in REPLACED if (MU / f"{name}.py").exists() or (MU / name).exists()] == []
+
+
+def test_no_module_shares_its_name_with_a_package():
+    """``plan.py`` beside ``plan/`` would be shadowed by the package: one of them is dead code."""
+    packages = sorted(p.parent for p in MU.rglob("__init__.py"))
+    assert len(packages) >= 10, packages
+    assert [str(p.relative_to(MU)) for p in packages if p.with_suffix(".py").exists()] == []
+
+
+def test_the_unit_tests_mirror_the_packages():
+    """A folder of module_utils tests is named after a package (``render/backends/`` for ``render/backends/``)."""
+    folders = sorted(p.relative_to(TESTS) for p in TESTS.rglob("*") if p.is_dir() and any(p.glob("test_*.py")))
+    assert {"plan", "render", "render/backends"} <= {str(f) for f in folders}
+    assert [str(f) for f in folders if not (MU / f / "__init__.py").is_file()] == []

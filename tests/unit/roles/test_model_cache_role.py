@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import HydrationOptions
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import HydrationOptions
 
 ROLE = Path(__file__).resolve().parents[3] / "roles" / "model_cache"
 PREFIX = "model_cache_"

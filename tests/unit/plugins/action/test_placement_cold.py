@@ -1,5 +1,5 @@
 """fleet_placement returns ``cold`` bounded, with ``cold_count`` (issue 30): on the example fleet every entry is
-there and counted; the bound itself is tested in tests/unit/plugins/module_utils/test_artifacts_cold.py."""
+there and counted; the bound itself is tested in tests/unit/plugins/module_utils/plan/test_artifacts_cold.py."""
 
 from __future__ import annotations
 

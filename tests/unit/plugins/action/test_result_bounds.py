@@ -11,8 +11,8 @@ import pytest
 from conftest import run_action
 from example_fleet import example_fleet
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.artifacts import bounded_list, bounded_mapping, size
 from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import HANDOFF_KEY, ROLE_OVER, is_handle
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import bounded_list, bounded_mapping, size
 
 AWX_EVENT_LIMIT = 700_000
 CLUSTERS = 1000

@@ -24,7 +24,7 @@ from ansible_collections.gpufleet.serving.plugins.filter.cache_manifests import 
     cache_staged,
     cache_status_summary,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import HydrationOptions, cache_objects
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import HydrationOptions, cache_objects
 
 REPO = Path(__file__).resolve().parents[4]
 FILTER_DIR = REPO / "plugins" / "filter"

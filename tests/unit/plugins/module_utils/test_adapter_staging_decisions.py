@@ -8,18 +8,18 @@ import copy
 from typing import Any
 
 import pytest
-from test_render import deployment, replica
+from render_case import deployment, replica
 
 from ansible_collections.gpufleet.serving.plugins.filter.cache_manifests import cache_manifests, cache_staged
 from ansible_collections.gpufleet.serving.plugins.module_utils.adapters import (
     ANNOTATION_ARTIFACT_KIND,
     staged_adapter_caches,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import as_cache
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import BY_PLACEMENT, NO_PLAN
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelDeployment, parse
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import as_cache
 from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import plan_render
 
 ADAPTERS = [

@@ -8,7 +8,7 @@ from typing import Any
 
 import k8s_schemas
 import pytest
-from test_render import deployment, replica
+from render_case import deployment, replica
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import autoscaling
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError

@@ -7,9 +7,9 @@ from typing import Any
 
 import k8s_schemas
 import pytest
+from render_case import container, deployment, replica, standalone
 from test_placement import CLASSES, cluster, place
 from test_placement import deployment as placement_deployment
-from test_render import container, deployment, replica, standalone
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import autoscaling, queues
 from ansible_collections.gpufleet.serving.plugins.module_utils.adapters import (
@@ -237,7 +237,7 @@ def test_queued_deployment_workloads_and_pods_carry_the_kueue_label():
 
 
 def test_cluster_default_kai_queue_labels_gangs_and_sets_the_scheduler():
-    from test_render import gang
+    from render_case import gang
 
     dep = deployment(members=gang(nodes=1))
     out = fleet_manifests(

@@ -10,7 +10,6 @@ import pytest
 from test_cache_placement import PROD, follow_fleet
 
 from ansible_collections.gpufleet.serving.plugins.filter.cache_manifests import cache_follow_removal
-from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import cache_objects
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import (
     KEEP,
     NOTHING,
@@ -20,7 +19,8 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement i
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
-from ansible_collections.gpufleet.serving.plugins.module_utils.render import render_serving_manifests
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import cache_objects
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import render_serving_manifests
 
 FLEET = "demo-fleet"
 CACHE = "qwen-2-5-0-5b"

@@ -7,14 +7,14 @@ from __future__ import annotations
 import k8s_schemas
 import pytest
 from example_fleet import example_fleet
+from render_case import container, deployment, engine_container, gang, pod_templates, render, standalone
 from test_fleet_deploy import fleet_dict
-from test_render import container, deployment, engine_container, gang, pod_templates, render, standalone
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import cache_objects
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelCache, parse
-from ansible_collections.gpufleet.serving.plugins.module_utils.render import CACHE_PATH, CACHE_WAIT_CONTAINER
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import cache_objects
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import CACHE_PATH, CACHE_WAIT_CONTAINER
 from ansible_collections.gpufleet.serving.plugins.module_utils.warm_first import cold_starts
 
 REF = "oci://ghcr.io/acme/qwen2.5-0.5b-instruct:v1"

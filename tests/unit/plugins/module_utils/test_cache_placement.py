@@ -6,7 +6,6 @@ import pytest
 from example_fleet import example_fleet
 from test_fleet_deploy import fleet_dict
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import as_cache
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import (
     BY_PATTERN,
     BY_PLACEMENT,
@@ -16,6 +15,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement i
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import as_cache
 
 PROD = ["eks-us-east-1", "gke-us-central1", "onprem-a"]
 

@@ -136,6 +136,36 @@ def test_replicas_already_admitted_keep_their_slots_and_take_none_of_the_free_qu
     assert over.results["chat"]["condition"]["reason"] == "InsufficientCapacity"
 
 
+def test_replicas_read_back_from_a_cluster_holding_whole_nodes_leave_only_the_free_quota():
+    """Apply mode reads the placed replicas back from the clusters' objects (the placement annotation: no device
+    requests) and a replica that takes every device of its node has no allocations (it holds the node whole). The
+    quota still bounds the rest of the pool: with quota 4 spent by the two two-GPU replicas kept on c1, no third goes
+    there though spreading would put it there (found on the local fleet's real Kueue: tests/e2e/test_kueue_queue.py);
+    with quota 6, exactly one more."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.plan.records import ReplicaRecord
+
+    def two_gpus(data: dict[str, Any]) -> dict[str, Any]:
+        data["deployments"][0]["engines"][0]["members"][0]["node_selector"]["devices"][0]["count"] = 2
+        return data
+
+    first, _states = place(two_gpus(fleet(replicas=3)), kueue_c1(quota=4, used=0))
+    assert sorted(r["cluster"] for r in first.replicas) == ["c1", "c1", "c2"]
+    assert not any(m.get("allocations") for r in first.replicas for m in r["engines"][0]["members"])  # whole nodes
+    read_back = [r.to_compact() for r in ReplicaRecord.parse_list(first.replicas, "observed")]
+
+    def where(outcome: Any) -> list[str]:
+        return sorted(r["cluster"] for r in outcome.replicas)
+
+    spent, _states = place(two_gpus(fleet(replicas=5)), kueue_c1(quota=4, used=4), copy.deepcopy(read_back))
+    assert where(spent) == ["c1", "c1", "c2", "c2", "c2"]
+    assert "leaves 0 gpu.nvidia.com" in spent.results["chat"]["queue_quota"]["c1"]
+    alone, _states = place(two_gpus(fleet(replicas=5, queue=None)), kueue_c1(), copy.deepcopy(read_back))
+    assert where(alone).count("c1") == 3  # without the queue: the spread puts the third there
+    more, _states = place(two_gpus(fleet(replicas=5)), kueue_c1(quota=6, used=4), copy.deepcopy(read_back))
+    assert where(more).count("c1") == 3
+    assert {(r["cluster"], r["index"]) for r in read_back} <= {(r["cluster"], r["index"]) for r in more.replicas}
+
+
 def test_a_clusters_default_queue_spent_by_the_fleets_own_replicas_does_not_overcommit_them():
     """The cluster's default ``gpufleet_queue`` with its quota spent by the fleet's own two admitted replicas on c1
     (their ResourceClaims are read with the rest): they keep their devices (in the usage already) and the pool is
@@ -164,3 +194,47 @@ def test_a_clusters_default_queue_spent_by_the_fleets_own_replicas_does_not_over
     _outcome, states = place(data, [*kueue_c1(quota=2, used=2), *claims], copy.deepcopy(first.replicas), c2_nodes=1)
     c1 = next(s for s in states if s["cluster"] == "c1")
     assert usable_nodes([c1])["c1"] == {"l4": 0}  # every device held: the default queue has nothing left
+
+
+def test_kueue_refuses_claims_with_cel_selectors_so_placement_puts_none_there_and_says_why():
+    """Kueue's DRA accounting (v0.17 pkg/dra/claims.go) marks a Workload whose ResourceClaimTemplate has CEL selectors
+    (or constraints, firstAvailable, allocationMode All) Inadmissible: the real Kueue on the local fleet answers
+    ``CEL selectors are not supported``. Through a ClusterQueue that counts the DeviceClass, such a deployment is
+    admitted nowhere on that cluster; explain says why and what to change."""
+    data = fleet(replicas=2)
+    request = data["deployments"][0]["engines"][0]["members"][0]["node_selector"]["devices"][0]
+    request["selectors"] = [{"cel": 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA L4"'}]
+    outcome, states = place(data, kueue_c1(quota=4, used=0))
+    assert sorted(r["cluster"] for r in outcome.replicas) == ["c2", "c2"]
+    c1 = next(s for s in states if s["cluster"] == "c1")
+    assert c1["queue_quota"]["chat"]["refused"] == "CEL selectors are not supported"
+    note = outcome.results["chat"]["queue_quota"]["c1"]
+    assert "Kueue's DRA accounting refuses this deployment's claims (CEL selectors are not supported" in note
+    assert "admits nothing here" in note
+    # A ClusterQueue that counts only nvidia.com/gpu (a device plugin's extended resource) is not DRA accounting.
+    extended = kueue_c1(quota=4, used=0)
+    for group in extended[0]["spec"]["resourceGroups"]:
+        group["coveredResources"] = ["nvidia.com/gpu"]
+        group["flavors"][0]["resources"][0]["name"] = "nvidia.com/gpu"
+    extended[0]["status"] = {}
+    outcome, _states = place(data, extended)
+    assert sorted(r["cluster"] for r in outcome.replicas) == ["c1", "c2"]
+    # Without selectors it is counted: the same queue admits it.
+    request["selectors"] = []
+    outcome, _states = place(data, kueue_c1(quota=4, used=0))
+    assert sorted(r["cluster"] for r in outcome.replicas) == ["c1", "c2"]
+
+
+def test_what_kueue_dra_accounting_refuses_of_a_deployments_requests():
+    def dep(**selector: Any) -> dict[str, Any]:
+        return {"engines": [{"members": [{"node_selector": selector}]}]}
+
+    plain = {"name": "gpu", "device_class_name": "gpu.nvidia.com", "count": 2, "selectors": []}
+    assert queues.kueue_dra_refusal(dep(devices=[plain])) is None
+    assert queues.kueue_dra_refusal(dep(devices=[{**plain, "selectors": [{"cel": "true"}]}])) == (
+        "CEL selectors are not supported"
+    )
+    assert "constraints" in str(queues.kueue_dra_refusal(dep(devices=[plain], constraints=[{"match_attribute": "x"}])))
+    alternatives = {**plain, "first_available": [{"name": "a", "device_class_name": "gpu.nvidia.com"}]}
+    assert "firstAvailable" in str(queues.kueue_dra_refusal(dep(devices=[alternatives])))
+    assert "All" in str(queues.kueue_dra_refusal(dep(devices=[{"name": "gpu", "allocation_mode": "All"}])))

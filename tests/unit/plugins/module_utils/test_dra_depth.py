@@ -27,8 +27,11 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     parse,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.placement import SELECTORS, place
-from ansible_collections.gpufleet.serving.plugins.module_utils.records import ReplicaRecord
-from ansible_collections.gpufleet.serving.plugins.module_utils.render import claim_devices, render_serving_manifests
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.records import ReplicaRecord
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import (
+    claim_devices,
+    render_serving_manifests,
+)
 
 IS_H100 = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"'
 IS_A100 = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA A100-SXM4-80GB"'

@@ -12,9 +12,9 @@ import dra_pairs
 import k8s_schemas
 import pytest
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import render
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import CLAIM_DEVICES_MAX
 from ansible_collections.gpufleet.serving.plugins.module_utils.placement import validate_classes
+from ansible_collections.gpufleet.serving.plugins.module_utils.render import serving as render
 
 FEATURES = {
     "exact": 50,

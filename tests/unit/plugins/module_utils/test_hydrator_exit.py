@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import cache_objects, hydrator_exit
+from ansible_collections.gpufleet.serving.plugins.module_utils import hydrator_exit
+from ansible_collections.gpufleet.serving.plugins.module_utils.render import caches as cache_objects
 
 REPO = Path(__file__).resolve().parents[4]
 HYDRATE = REPO / "roles" / "model_cache" / "files" / "hydrate.py"

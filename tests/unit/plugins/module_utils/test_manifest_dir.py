@@ -350,3 +350,26 @@ def test_a_journal_written_by_a_real_switch_is_accepted(tmp_path):
     replace, remove = seen["journal"]
     assert [t for _s, t in replace] == ["a/ml/service-new.yaml"]
     assert remove == ["a/ml/service-old.yaml"]
+
+
+def test_current_objects_parses_only_the_files_a_run_would_change(tmp_path, monkeypatch):
+    from ansible_collections.gpufleet.serving.plugins.module_utils import manifest_dir
+
+    owner = {"app": "x"}
+    same, edited = obj("Service", "same", labels=owner), obj("Service", "edited", labels=owner)
+    sync(tmp_path, "c1", [same, edited], owner)
+    (tmp_path / "c1" / "ml" / "service-edited.yaml").write_text(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: edited, namespace: ml, labels: {app: x, by: hand}}\n"
+    )
+    parsed = []
+    real_load = manifest_dir.yaml.load
+    monkeypatch.setattr(manifest_dir.yaml, "load", lambda text, Loader: parsed.append(text) or real_load(text, Loader))
+    txn = manifest_dir.Transaction(tmp_path)
+    found = dict(txn.current_objects("c1", [same, edited], owner, ["Service"]))
+    # the unchanged file is the object this run writes (not parsed); the edited one is read as it is on disk
+    assert found["c1/ml/service-same.yaml"]["metadata"]["name"] == "same"
+    assert found["c1/ml/service-edited.yaml"]["metadata"]["labels"] == {"app": "x", "by": "hand"}
+    assert len(parsed) == 1 and "by: hand" in parsed[0]
+    # and the transaction then writes the edited file back, the unchanged one not
+    result = txn.plan("c1", [same, edited], owner)
+    assert result.written == ["c1/ml/service-edited.yaml"] and result.unchanged == 1

@@ -11,16 +11,16 @@ from typing import Any
 import k8s_schemas
 import pytest
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.backends.grove import MAX_COMBINED_NAME
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.pd_render import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.placement import place
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.backends.grove import MAX_COMBINED_NAME
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.pd import (
     LLMD_ROLE_LABEL,
     NIXL_HOST_ENV,
     ROUTER_CONFIG_KEY,
     ROUTING_SIDECAR,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.placement import place
-from ansible_collections.gpufleet.serving.plugins.module_utils.render import render_serving_manifests
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import render_serving_manifests
 
 KV = '--kv-transfer-config={"kv_connector":"NixlConnector","kv_role":"kv_both"}'
 

@@ -26,7 +26,7 @@ from test_placement import (
 )
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.records import ReplicaRecord
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.records import ReplicaRecord
 
 H8 = [("p", "h100x8-ib", 1)]
 

@@ -8,12 +8,6 @@ from typing import Any
 import pytest
 from example_fleet import example_fleet
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import (
-    CacheObjectsError,
-    HydrationOptions,
-    cache_objects,
-    summarize_status,
-)
 from ansible_collections.gpufleet.serving.plugins.module_utils.connection import kube_connection
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import (
     FleetValidationError,
@@ -27,6 +21,12 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.redact import (
     redact_text,
     redact_url,
     value_credentials,
+)
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import (
+    CacheObjectsError,
+    HydrationOptions,
+    cache_objects,
+    summarize_status,
 )
 
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.sentinel-bearer-token"

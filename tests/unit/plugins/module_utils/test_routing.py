@@ -9,11 +9,11 @@ from typing import Any
 import k8s_schemas
 import pytest
 import yaml
-from test_render import deployment, replica
+from render_case import deployment, replica
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction
-from ansible_collections.gpufleet.serving.plugins.module_utils.plan import routing as plan_routing
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.document import routing as plan_routing
 from ansible_collections.gpufleet.serving.plugins.module_utils.routing import (
     ROUTING_DIR,
     ROUTING_OWNER,

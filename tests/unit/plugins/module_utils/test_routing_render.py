@@ -8,7 +8,7 @@ from typing import Any
 
 import k8s_schemas
 import yaml
-from test_render import deployment, replica
+from render_case import deployment, replica
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER, FleetIdentity
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests

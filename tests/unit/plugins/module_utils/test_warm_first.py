@@ -7,7 +7,6 @@ import pytest
 from example_fleet import example_fleet
 from test_fleet_deploy import fleet_dict
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.cache_objects import job_status
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     ANNOTATION_HYDRATED_SOURCE,
     ANNOTATION_HYDRATION_SECONDS,
@@ -15,6 +14,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import job_status
 from ansible_collections.gpufleet.serving.plugins.module_utils.warm_first import (
     HYDRATED,
     STAGED,
