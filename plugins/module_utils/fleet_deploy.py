@@ -499,8 +499,8 @@ def render_deployment(
     """The objects of ``dep``'s replicas on each of ``clusters`` that holds some (``{cluster: objects}``, clusters in
     name order): every record is checked against the deployment once (names and identities unique across the
     fleet), then each cluster renders its own records, so the work grows with clusters + records, not their product.
-    Records on other clusters are checked and not rendered. ``cache`` / ``options``: ``render.prepare_deployment``'s
-    cache and a ``render.RenderOptions``."""
+    Records on other clusters are checked and not rendered. ``cache`` / ``options``:
+    ``render.serving.prepare_deployment``'s cache and a ``render.serving.RenderOptions``."""
     from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import check_render, render_checked
 
     check_render(dep, records)

@@ -7,7 +7,7 @@ Automation Controller the inventory is a script AWX writes into the job's privat
 ends, so a drain written there was lost. The state now lives beside the fleet's other durable files, where an AWX job
 must keep them anyway (``docs/awx.md``): ``<render_dir>/_fleet/<fleet>/fleet-state.yml`` in render mode (committed
 with the rendered files; one per fleet, as two inventories may share a render directory), beside the placement state
-file and named after it in apply mode - the places of the plan document (``plan.py``). The roles add its clusters to
+file and named after it in apply mode - the places of the plan document (``plan/document.py``). The roles add its clusters to
 ``gpufleet_drained_clusters`` / ``gpufleet_cordoned_clusters``.
 
 The file is YAML with those two variables' names as keys, so it also reads as a vars file (``-e @fleet-state.yml``).

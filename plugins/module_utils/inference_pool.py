@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """A deployment's InferencePool and endpoint picker on one cluster (``routing.inference_pool``, issue 27 item 1).
 
-With it, the model endpoint of a cluster (render.py ``_model_endpoint``) gets, beside the model Service:
+With it, the model endpoint of a cluster (render/serving.py ``_model_endpoint``) gets, beside the model Service:
 
 * an ``inference.networking.k8s.io/v1`` **InferencePool** ``<deployment>`` selecting the same serving pods as the model
   Service (``targetPorts`` = the deployment's port), whose ``endpointPickerRef`` names the EPP Service (gRPC 9002,

@@ -26,7 +26,7 @@ A safe, transactional store:
 * **One fleet's files.** With a ``fleet`` (:class:`~.contract.FleetIdentity`), only files of objects labelled
   ``gpufleet.io/fleet=<fleet>`` are pruned (and unlabelled ones the fleet adopts); a file of another fleet is never
   pruned or overwritten, and an unlabelled one nobody decided about stops the run before anything is written.
-* **Ready for GitOps** (``gitops``, module_utils/gitops.py). Every object written gets what its GitOps tool needs to
+* **Ready for GitOps** (``gitops``, module_utils/render/gitops.py). Every object written gets what its GitOps tool needs to
   sync it in order (Argo CD's sync wave, the Flux layer; Namespaces are never deleted by the tool). Every namespace a
   cluster's serving or cache objects use gets a ``v1 Namespace`` file under ``<cluster>/_cluster/`` (pruned when no
   such object uses it any more), so a cluster directory applies as it is. ``_fleet`` (:data:`FLEET_DIR`) is the fleet

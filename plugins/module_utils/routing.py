@@ -114,7 +114,7 @@ def cluster_settings(hostvars: Mapping[str, Mapping[str, Any]]) -> dict[str, dic
 
 
 def model_path(namespace: str, deployment: str) -> str:
-    """The model's path on every cluster gateway (``render.model_endpoint_path``; repeated here to stay import-light)."""
+    """The model's path on every cluster gateway (``render.serving.model_endpoint_path``; repeated here to stay import-light)."""
     return f"/{namespace}/{deployment}/"
 
 

@@ -14,7 +14,7 @@ from ansible import constants as C
 from ansible.errors import AnsibleFilterError
 from conftest import run_action
 
-from ansible_collections.gpufleet.serving.plugins.filter.handoff import handed_off
+from ansible_collections.gpufleet.serving.plugins.filter.handed_off import handed_off
 from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import is_handle, load
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import size
 from ansible_collections.gpufleet.serving.plugins.module_utils.routing import (
