@@ -291,7 +291,7 @@ def run_ours(clusters: list, deployments: list, classes: dict) -> dict[str, Any]
 
 
 def run_fleet_path(clusters: list, deployments: list, classes: dict) -> float:
-    """What deploy.yml does (fleet_deploy.place_fleet): classes and clusters validated once for the fleet, then one
+    """What deploy.yml does (fleet.deploy.place_fleet): classes and clusters validated once for the fleet, then one
     plan per deployment over the models. Returns the total seconds."""
     engine = SelectorEngine()
     start = time.perf_counter()

@@ -15,8 +15,8 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     selector,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import fleet_manifests
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import (
     ClusterOutcome,
     ReconcileOptions,
     connect,

@@ -10,7 +10,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils import dra_cel, q
 from ansible_collections.gpufleet.serving.plugins.module_utils.connection import CONNECTION_VARS, kube_connections
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import ADOPT_UNLABELLED_VAR, FLEET_NAME_VAR
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import (
     CACHES_VAR,
     CLASSES_VAR,
     CLUSTER_VARS,

@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     SERVING_OWNER,
     identity_of,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import fleet_manifests
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import (
     LIST_LIMIT,

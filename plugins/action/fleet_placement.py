@@ -15,7 +15,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     identity_of,
     object_labels,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import observe, place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import observe, place_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.guard import (
     capacity_losses,
     dropped_replicas,

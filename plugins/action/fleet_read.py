@@ -12,7 +12,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import (
     owned_replicas,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import identity_of
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import Read, connect, read_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import Read, connect, read_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.placement import validate_classes
 from ansible_collections.gpufleet.serving.plugins.module_utils.queues import KUEUE_KINDS, uses_kueue
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_html import render_html
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_view import build_view, report_document
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.html import render_html
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.view import build_view, report_document
 from ansible_collections.gpufleet.serving.plugins.module_utils.guard import parse_names
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import write_atomic
 from ansible_collections.gpufleet.serving.plugins.module_utils.redact import redact_text

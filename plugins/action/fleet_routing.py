@@ -108,7 +108,7 @@ class ActionModule(GpufleetAction):
             connection = kube_connections(
                 [hub_name], {hub_name: {v: to_plain(hostvars[hub_name].get(v), v) for v in CONNECTION_VARS}}
             )[hub_name]
-            from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import ClusterAPI
+            from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import ClusterAPI
             from ansible_collections.gpufleet.serving.plugins.module_utils.routing_hub import sync_hub
 
             api = ClusterAPI(hub_name, connection, args["request_timeout"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_state import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.state import (
     CORDONED_VAR,
     DRAINED_VAR,
     FleetState,

@@ -51,7 +51,7 @@ from ansible.errors import AnsibleLookupError  # noqa: E402
 from ansible.plugins.lookup import LookupBase  # noqa: E402
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError  # noqa: E402
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_state import read  # noqa: E402
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.state import read  # noqa: E402
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain  # noqa: E402
 
 CLUSTERS_GROUP = "gpufleet_clusters"

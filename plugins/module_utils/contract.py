@@ -277,7 +277,7 @@ ANNOTATION_HYDRATED_BY = "gpufleet.io/hydrated-by"
 #: hydration took. Placement prefers clusters whose volume holds the cache's current source (warm_first.py).
 ANNOTATION_HYDRATED_SOURCE = "gpufleet.io/hydrated-source"
 ANNOTATION_HYDRATION_SECONDS = "gpufleet.io/hydration-seconds"
-#: Apply mode: the digest of the rendered object last server-side applied (fleet_k8s.is_current skips re-applying
+#: Apply mode: the digest of the rendered object last server-side applied (fleet.reconcile.is_current skips re-applying
 #: an object that carries the digest of the same rendering and still holds every value it sets).
 ANNOTATION_APPLIED_DIGEST = "gpufleet.io/applied-digest"
 #: The node label of a provisioned cluster's system (non-GPU) pool (gke_cluster, eks_cluster).

@@ -113,7 +113,7 @@ def inventory_schema(argument_specs: Mapping[str, Mapping[str, Any]] | None = No
     from pydantic import ConfigDict, Field, create_model
 
     from ansible_collections.gpufleet.serving.plugins.module_utils import models as m
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import (
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import (
         CACHES_VAR,
         CLASSES_VAR,
         CLUSTER_VARS,

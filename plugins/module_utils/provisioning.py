@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import CLUSTER_VARS, validate_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import CLUSTER_VARS, validate_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Cluster, InferenceClass
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
 

@@ -11,7 +11,7 @@
   its flavors); :func:`hold_beyond_quota`: placement's observed pools with every free device beyond that marked held,
   so placement never puts a replica where the queue would not admit it.
 
-Pure functions; the readers (fleet_k8s / capacity) hand in the objects they read.
+Pure functions; the readers (fleet.reconcile / capacity) hand in the objects they read.
 """
 
 from __future__ import annotations

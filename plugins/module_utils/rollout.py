@@ -19,7 +19,7 @@ every replica of a model together. So a run writes the changes in **waves**:
 * a replica counts once however many of its workloads (engines) change.
 
 Apply mode applies a wave, waits until everything written so far is Ready, then applies the next; a replica that does
-not become Ready stops its deployment's rollout (:mod:`.fleet_k8s`). Render mode writes the first wave only and keeps
+not become Ready stops its deployment's rollout (:mod:`.fleet.reconcile`). Render mode writes the first wave only and keeps
 the old files of the rest, so every run after a GitOps sync advances one wave. The decisions are pure functions,
 unit-tested without a cluster.
 """

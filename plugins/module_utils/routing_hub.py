@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Apply mode: make the hub cluster (``gpufleet_routing_hub``) hold the fleet routing objects (:mod:`.routing`).
 
-Thin I/O over a :class:`.fleet_k8s.ClusterAPI` (or anything with its ``list``/``apply``/``delete``/``ensure_namespace``):
+Thin I/O over a :class:`.fleet.reconcile.ClusterAPI` (or anything with its ``list``/``apply``/``delete``/``ensure_namespace``):
 every object is server-side applied and the API server's answer awaited (the stored object, whose weights are then
 what the hub's gateway controller reads) before the call returns; routing objects of this fleet that are no longer
 rendered are deleted afterwards. The caller orders this before the deletion of any replica whose weight went to 0.
@@ -64,10 +64,10 @@ def sync_hub(
     prune: bool = True,
 ) -> HubOutcome:
     """Apply ``objects`` to the hub (namespaces created when missing; an object the hub already holds as rendered is
-    not applied again: :func:`.fleet_k8s.is_current`), then delete this fleet's routing objects that are not among
+    not applied again: :func:`.fleet.reconcile.is_current`), then delete this fleet's routing objects that are not among
     them. Raises the client's ``ClusterError`` (a :class:`.errors.GpufleetError`) on any API failure: nothing after it
     is done, so no replica is deleted on the strength of a weight the hub never stored."""
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import is_current, stamped
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import is_current, stamped
 
     objs = [stamped(o) for o in objects]
     out = HubOutcome()

@@ -116,7 +116,7 @@ def test_localfleet_publishes_the_inventory_pools(fleet: Fleet) -> None:
 def test_cluster_reads_discover_per_group_version_and_read_metadata_only(fleet: Fleet) -> None:
     """fleet_read / fleet_apply's client against a real API server: a kind is found (or known not served) from its
     group version's resource list, and a metadata-only list is the metadata of the full one and nothing else."""
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import ClusterAPI
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import ClusterAPI
 
     api = ClusterAPI("lf-alpha", {"kubeconfig": str(fleet.state / "kubeconfigs" / "lf-alpha")})
     assert api.resource("resource.k8s.io/v1", "ResourceSlice").namespaced is False
@@ -1040,7 +1040,7 @@ def a10g_nodes(fleet: Fleet, host: str) -> list[str]:
 
 def test_a_scale_down_frees_the_nodes_another_deployments_new_replica_needs_in_the_same_run(fleet: Fleet) -> None:
     """One run scales swap-x down on lf-gamma and adds swap-y on the A10G node that frees: the run removes swap-x's
-    dropped replica before it waits for swap-y (fleet_k8s.removals_first), so swap-y becomes Ready in that run
+    dropped replica before it waits for swap-y (fleet.reconcile.removals_first), so swap-y becomes Ready in that run
     (before, the run awaited swap-y first and timed out with "not reconciled")."""
     free = a10g_nodes(fleet, "lf-gamma")
     assert free, [n["metadata"]["name"] for n in fleet.list("lf-gamma", "", "v1", "nodes")]

@@ -14,7 +14,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import (
     pool_notes,
     usable_nodes,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.placement import validate_classes
 
 #: Untrusted text from a cluster: a node name and a taint value that are markup.

@@ -227,5 +227,5 @@ class ModelCache(_Strict):
 
     @property
     def follows(self) -> bool:
-        """Staged where its deployments are placed (``clusters: follow``; fleet.py resolves an unset ``clusters``)."""
+        """Staged where its deployments are placed (``clusters: follow``; fleet/inventory.py resolves an unset ``clusters``)."""
         return self.clusters == CACHE_FOLLOW

@@ -18,7 +18,7 @@ every following workflow node's extra vars, and blanks a job event over 700,000 
   deployments that are short or named in ``explain``; no replica records (the plan file holds them). At most
   :data:`SUMMARY_LIMIT` bytes of JSON: lists are cut, largest first, until it fits, and what was cut is counted.
 
-Pure functions over the dict shapes of ``fleet_deploy.FleetPlacement`` and ``placement.PlacementResult.to_dict``.
+Pure functions over the dict shapes of ``fleet.deploy.FleetPlacement`` and ``placement.PlacementResult.to_dict``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 
 class FleetPlacement(Protocol):
-    """What is read of ``fleet_deploy.FleetPlacement`` (a protocol, not an import: fleet_deploy imports this module,
+    """What is read of ``fleet.deploy.FleetPlacement`` (a protocol, not an import: fleet.deploy imports this module,
     and an import back - even under TYPE_CHECKING, which AnsiballZ follows - would close a cycle)."""
 
     results: dict[str, dict[str, Any]]

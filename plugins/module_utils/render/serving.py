@@ -72,7 +72,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.dra import claims
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import deployment_reference_errors
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import deployment_reference_errors
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     Engine,
     ExtraMetadata,
@@ -276,7 +276,7 @@ def render_checked(
 ) -> list[dict[str, Any]]:
     """:func:`render_replicas` over records :func:`check_render` already checked (every record of the deployment at
     once): a fleet renders each cluster's records without checking the deployment's every record again for each
-    cluster (``fleet_deploy.render_deployment``)."""
+    cluster (``fleet.deploy.render_deployment``)."""
     options = options or RenderOptions()
     ctx = _Context(
         dep=dep,

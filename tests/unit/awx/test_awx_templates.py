@@ -288,7 +288,7 @@ _UnsafeLoader.add_constructor("!unsafe", lambda loader, node: loader.construct_s
 def test_the_kubeconfig_credential_type_injects_the_collections_variable():
     from test_awx_import import CREDENTIAL_TYPE_ARGS
 
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import CLUSTER_VARS
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import CLUSTER_VARS
 
     spec = yaml.load((AWX / "credential_type.yml").read_text(), Loader=_UnsafeLoader)["gpufleet_awx_credential_type"]
     assert set(spec) <= CREDENTIAL_TYPE_ARGS

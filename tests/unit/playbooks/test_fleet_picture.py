@@ -19,8 +19,8 @@ import fleet_view_case as case
 import pytest
 from example_fleet import copy_example_inventory
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_html import PALETTE, render_html
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_view import build_view
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.html import PALETTE, render_html
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.view import build_view
 
 REPO = Path(__file__).resolve().parents[3]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"

@@ -73,7 +73,7 @@ def test_roles_render_the_same_with_the_fleet_handed_off(tmp_path):
             assert ("gpufleet_handoff" in validated["fleet"]) is (label == "handed")
             if label == "handed":  # the handle is all the result carries of the fleet
                 assert validated["fleet"]["chars"] > len(json.dumps(validated)) - len(json.dumps(validated["fleet"]))
-        (planned,) = [r for r in task_results(caches, "Take the plan that the caches following placement follow")]
+        (planned,) = list(task_results(caches, "Take the plan that the caches following placement follow"))
         assert ("gpufleet_handoff" in json.dumps(planned["replicas"])) is (label == "handed")
         assert len(cache_clusters(render)) == 1  # staged where the plan placed the model, handle or not
         out[label] = files(render)

@@ -235,7 +235,7 @@ def _closure(graph: dict[str, set[str]], name: str) -> set[str]:
 def test_the_stages_import_downstream_only():
     """inventory -> models -> plan -> render -> write/apply: placement (placement.py, scheduling/) and the plan's
     replica records, document and artifacts reach nothing of render/ (the replica_placement module ships none of it);
-    no module of render/ imports the fleet orchestration or the write/apply stage."""
+    no module of render/ imports the fleet orchestration (fleet/) or the write/apply stage."""
     graph = import_graph()
     render = f"{MODULE_UTILS}.render."
     upstream = [f"{MODULE_UTILS}.placement", f"{MODULE_UTILS}.plan.document", f"{MODULE_UTILS}.plan.records"]
@@ -244,9 +244,13 @@ def test_the_stages_import_downstream_only():
     assert {
         short(name): sorted(short(n) for n in _closure(graph, name) if n.startswith(render)) for name in upstream
     } == {short(name): [] for name in upstream}
-    later = {
-        f"{MODULE_UTILS}.{name}" for name in ("fleet_deploy", "manifest_dir", "fleet_k8s", "rollout", "plan.files")
-    }
+    later = {f"{MODULE_UTILS}.{name}" for name in ("manifest_dir", "rollout", "plan.files")}
+    # fleet/: the fleet as one unit at run time (deploy, reconcile, state, view, html) is downstream of render/; its
+    # inventory module (the fleet read and validated from the inventory) is upstream of it all and imports none of it.
+    fleet_inventory = f"{MODULE_UTILS}.fleet.inventory"
+    later |= {name for name in graph if name.startswith(f"{MODULE_UTILS}.fleet.") and name != fleet_inventory}
+    assert {f"{MODULE_UTILS}.fleet.{name}" for name in ("deploy", "reconcile", "state", "view", "html")} <= later
+    assert sorted(map(short, _closure(graph, fleet_inventory) & later)) == []
     in_render = sorted(name for name in graph if name.startswith(render))
     assert len(in_render) >= 12, in_render  # serving, gitops, pd, caches, containers, ..., backends/*
     assert {short(name): sorted(map(short, graph[name] & later)) for name in in_render if graph[name] & later} == {}

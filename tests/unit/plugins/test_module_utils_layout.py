@@ -3,8 +3,9 @@ every public name of the package importable from where other code (and users' ch
 
 ``models.py`` is the façade of ``inventory/``, ``placement.py`` of ``scheduling/``, ``serving_stack.py`` of ``stack/``
 and ``dra_cel.py`` of ``cel/`` (its public names are listed in its own ``__all__``; ``cel/test_cel_registry.py``).
-The stage packages ``plan/`` and ``render/`` (with ``render/backends/``) have no façade: their modules are imported
-where they live, and the flat modules they replaced are gone.
+The stage packages ``plan/``, ``render/`` (with ``render/backends/``) and ``fleet/`` have no façade: their modules are
+imported where they live, and the flat modules they replaced are gone (``fleet.py`` is ``fleet/inventory.py``: a module
+beside a package of its name would be shadowed, ``test_no_module_shares_its_name_with_a_package``).
 """
 
 from __future__ import annotations
@@ -27,11 +28,15 @@ STAGES = {
     "plan": {"document", "files", "records", "artifacts"},
     "render": {"serving", "gitops", "pd", "caches", "containers", "device_alternatives"},
     "render/backends": {"base", "registry", "deployment", "grove", "kserve", "leaderworkerset"},
+    "fleet": {"inventory", "deploy", "reconcile", "state", "view", "html"},
 }
 #: the flat modules (and the package) the stage packages replaced: plan.py, plan_io.py, records.py, artifacts.py,
 #: render.py, gitops.py, pd_render.py, cache_objects.py, containers.py, device_alternatives.py, backends/.
 REPLACED = ("plan_io", "records", "artifacts", "gitops", "pd_render", "cache_objects", "containers")
 REPLACED += ("device_alternatives", "backends")
+#: ... and the fleet's: fleet.py (now fleet/inventory.py, checked by the package/module name test), fleet_deploy.py,
+#: fleet_k8s.py, fleet_state.py, fleet_view.py, fleet_html.py.
+REPLACED += ("fleet_deploy", "fleet_k8s", "fleet_state", "fleet_view", "fleet_html")
 TESTS = REPO / "tests" / "unit" / "plugins" / "module_utils"
 
 
@@ -110,5 +115,5 @@ def test_no_module_shares_its_name_with_a_package():
 def test_the_unit_tests_mirror_the_packages():
     """A folder of module_utils tests is named after a package (``render/backends/`` for ``render/backends/``)."""
     folders = sorted(p.relative_to(TESTS) for p in TESTS.rglob("*") if p.is_dir() and any(p.glob("test_*.py")))
-    assert {"plan", "render", "render/backends"} <= {str(f) for f in folders}
+    assert {"plan", "render", "render/backends", "fleet"} <= {str(f) for f in folders}
     assert [str(f) for f in folders if not (MU / f / "__init__.py").is_file()] == []

@@ -9,7 +9,7 @@ from ansible_collections.gpufleet.serving.plugins.action.fleet_apply import (
     bounded_clusters,
     bounded_rollout,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import ClusterOutcome
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import ClusterOutcome
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import size
 
 

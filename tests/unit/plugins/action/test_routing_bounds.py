@@ -241,7 +241,7 @@ class FakeHub:
 
 def test_apply_mode_applies_every_object_to_the_hub_and_returns_counts(monkeypatch):
     from ansible_collections.gpufleet.serving.plugins.action import fleet_routing as action
-    from ansible_collections.gpufleet.serving.plugins.module_utils import fleet_k8s
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import reconcile as fleet_k8s
 
     monkeypatch.setattr(fleet_k8s, "ClusterAPI", FakeHub)
     monkeypatch.setattr(action, "kube_connections", lambda hosts, hostvars: {h: {"kubeconfig": "x"} for h in hosts})

@@ -17,7 +17,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.adapters import (
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import BY_PLACEMENT, NO_PLAN
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import fleet_manifests
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelDeployment, parse
 from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import as_cache
 from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import plan_render

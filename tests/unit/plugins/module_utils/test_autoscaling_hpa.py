@@ -12,7 +12,7 @@ from render_case import deployment, replica
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import autoscaling
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import fleet_manifests
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelDeployment, parse
 
 PATH = "gpufleet_model_deployments[0]"

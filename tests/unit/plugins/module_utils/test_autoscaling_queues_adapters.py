@@ -18,7 +18,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.adapters import (
     lora_flags,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import fleet_manifests
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import (
     Autoscaling,
     ModelDeployment,
@@ -369,9 +369,11 @@ def test_adapters_on_a_non_vllm_engine_are_refused_with_the_field():
 
 def test_placement_reports_the_configured_bounds_and_each_clusters_queue():
     from example_fleet import example_fleet
-    from test_fleet_deploy import fleet_dict
+    from module_utils_tests import builders
 
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+    fleet_dict = builders("fleet/test_fleet_deploy").fleet_dict
+
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
 
     data = example_fleet()
     dep = next(d for d in data["deployments"] if d["name"] == "qwen-demo")
@@ -405,7 +407,7 @@ def test_observed_capacity_reads_the_kueue_quota_and_placement_puts_the_third_re
         pool_notes,
         usable_nodes,
     )
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
 
     quota = copy.deepcopy(CLUSTER_QUEUE)
     quota["status"] = {}  # nothing admitted yet

@@ -18,7 +18,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement i
     staged_clusters,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import cache_objects
 from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import render_serving_manifests
 

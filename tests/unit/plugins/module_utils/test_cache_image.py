@@ -7,15 +7,17 @@ from __future__ import annotations
 import k8s_schemas
 import pytest
 from example_fleet import example_fleet
+from module_utils_tests import builders
 from render_case import container, deployment, engine_container, gang, pod_templates, render, standalone
-from test_fleet_deploy import fleet_dict
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import ModelCache, parse
 from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import cache_objects
 from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import CACHE_PATH, CACHE_WAIT_CONTAINER
 from ansible_collections.gpufleet.serving.plugins.module_utils.warm_first import cold_starts
+
+fleet_dict = builders("fleet/test_fleet_deploy").fleet_dict
 
 REF = "oci://ghcr.io/acme/qwen2.5-0.5b-instruct:v1"
 

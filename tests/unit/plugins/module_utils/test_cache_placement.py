@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from example_fleet import example_fleet
-from test_fleet_deploy import fleet_dict
+from module_utils_tests import builders
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import (
     BY_PATTERN,
@@ -13,9 +13,11 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement i
     staged_clusters,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import as_cache
+
+fleet_dict = builders("fleet/test_fleet_deploy").fleet_dict
 
 PROD = ["eks-us-east-1", "gke-us-central1", "onprem-a"]
 

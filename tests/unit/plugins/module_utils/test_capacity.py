@@ -198,7 +198,7 @@ def test_taints_the_class_declares_or_that_do_not_block_are_not_observed_faults(
 def test_placement_packs_around_a_tainted_gpu_and_explain_names_it():
     # Issue 24: one tainted GPU of a node leaves the others usable for placement; a request that tolerates the taint
     # may take it; explain names the tainted device.
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
 
     nodes, slices, claims = healthy()
     nodes, slices = nodes[:1], slices[:1]
@@ -243,9 +243,9 @@ def test_placement_packs_around_a_tainted_gpu_and_explain_names_it():
 
 
 def test_placement_allocates_around_devices_other_workloads_hold():
-    # fleet_deploy: observed {nodes, held} reach placement as the pool's held devices: a 1-GPU replica fills the free
+    # fleet.deploy: observed {nodes, held} reach placement as the pool's held devices: a 1-GPU replica fills the free
     # GPU of the half-held node before an untouched one (the ledger's first fit), a 2-GPU one needs an untouched node.
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
 
     nodes, slices, claims = healthy()
     claims.append(claim("batch", "l4-1", ["gpu-1"]))

@@ -14,8 +14,8 @@ import pytest
 from ansible_collections.gpufleet.serving.plugins.module_utils import catalog, preflight, provider_rules
 from ansible_collections.gpufleet.serving.plugins.module_utils.catalog import ENTRIES, expand, merge
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import InferenceClass
 from ansible_collections.gpufleet.serving.plugins.module_utils.provisioning import parse_cluster
 

@@ -13,7 +13,7 @@ from test_capacity import CLASSES, healthy
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import queues
 from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import observe_fleet, queue_quotas, usable_nodes
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
 
 
 def cluster_queue(name: str, quota: int, used: int) -> dict[str, Any]:

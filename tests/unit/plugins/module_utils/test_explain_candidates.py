@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.placement import selector_reads
 
 GPU = {"driver": "gpu.nvidia.com", "device_class_name": "gpu.nvidia.com"}

@@ -28,9 +28,9 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     parse_adopt,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests, place_fleet
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import ClusterError, fleet_objects
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import fleet_manifests, place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import ClusterError, fleet_objects
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction, object_relpath, sync
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import InferenceClass
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.contract import role_contract

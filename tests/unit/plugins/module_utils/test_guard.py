@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import pytest
 from example_fleet import example_fleet
-from test_fleet_deploy import fleet_dict
+from module_utils_tests import builders
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.guard import (
     capacity_losses,
     dropped_replicas,
     parse_allow,
     parse_names,
 )
+
+fleet_dict = builders("fleet/test_fleet_deploy").fleet_dict
 
 # A selector change that still names real attributes but that no pool satisfies any more (a domain typo such as
 # device.capacity["nvidia.com"] is caught earlier, by the fleet's vocabulary: test_vocabulary.py).
@@ -154,7 +156,7 @@ def test_a_deployment_is_placed_only_where_its_cache_is_staged_and_explain_says_
 
 
 def test_a_deployment_whose_cache_is_staged_on_none_of_its_clusters_is_an_error():
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
 
     data = example_fleet()
     data["caches"][0]["clusters"] = "cache-hosts"

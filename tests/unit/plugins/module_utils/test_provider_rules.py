@@ -16,7 +16,7 @@ from example_fleet import copy_example_inventory, example_fleet
 
 from ansible_collections.gpufleet.serving.plugins.module_utils import eks, gke, provider_rules
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.models import Cluster, InferenceClass
 from ansible_collections.gpufleet.serving.plugins.module_utils.suggest import index_path
 

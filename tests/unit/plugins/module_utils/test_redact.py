@@ -14,7 +14,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.errors import (
     GpufleetError,
     error_list,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.redact import (
     credential_name,
     describe,

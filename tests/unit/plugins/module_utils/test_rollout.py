@@ -8,10 +8,10 @@ import itertools
 import time
 
 import pytest
-from test_fleet_k8s import as_stored
+from module_utils_tests import builders
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import (
     ReconcileOptions,
     change_of,
     reconcile_fleet,
@@ -27,6 +27,8 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.rollout import (
     plan_waves,
     report,
 )
+
+as_stored = builders("fleet/test_fleet_k8s").as_stored
 
 DEP = ("apps/v1", "Deployment")
 SVC = ("v1", "Service")
@@ -515,7 +517,9 @@ def test_a_move_or_an_update_keeps_the_old_replica_until_the_new_one_is_ready():
     existing = live
     # chat's replica 1 moves to b (a creation there): nothing of chat goes first
     desired = {"a": [live["a"][0]], "b": [workload("chat-2-main")]}
-    change = Change(cluster="b", key=("apps/v1", "Deployment", "ml", "chat-2-main"), deployment="chat", replica="chat-2")
+    change = Change(
+        cluster="b", key=("apps/v1", "Deployment", "ml", "chat-2-main"), deployment="chat", replica="chat-2"
+    )
     assert removals_first(existing, desired, [change], [], []) == {}
     # an update of the replica it keeps: the same
     update = Change(cluster="a", key=("apps/v1", "Deployment", "ml", "chat-0-main"), deployment="chat", update=True)

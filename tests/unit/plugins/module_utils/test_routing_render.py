@@ -11,7 +11,7 @@ import yaml
 from render_case import deployment, replica
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER, FleetIdentity
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import fleet_manifests
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import Transaction, read_objects
 from ansible_collections.gpufleet.serving.plugins.module_utils.routing import (
     ROUTING_DIR,

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 from example_fleet import example_fleet
-from test_fleet_deploy import fleet_dict
+from module_utils_tests import builders
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import fleet as fleet_module
 from ansible_collections.gpufleet.serving.plugins.module_utils import routing
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import inventory as fleet_module
+
+fleet_dict = builders("fleet/test_fleet_deploy").fleet_dict
 
 PROD = ["eks-us-east-1", "gke-us-central1", "onprem-a"]
 

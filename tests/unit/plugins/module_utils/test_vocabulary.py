@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 from example_fleet import example_fleet
-from test_fleet_deploy import fleet_dict
+from module_utils_tests import builders
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError
+
+fleet_dict = builders("fleet/test_fleet_deploy").fleet_dict
 
 
 def first_request(data: dict) -> dict:

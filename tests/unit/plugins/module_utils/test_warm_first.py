@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from example_fleet import example_fleet
-from test_fleet_deploy import fleet_dict
+from module_utils_tests import builders
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     ANNOTATION_HYDRATED_SOURCE,
@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     LABEL_CACHE,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import job_status
 from ansible_collections.gpufleet.serving.plugins.module_utils.warm_first import (
     HYDRATED,
@@ -24,6 +24,8 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.warm_first import
     source_key,
     warmth_from_volumes,
 )
+
+fleet_dict = builders("fleet/test_fleet_deploy").fleet_dict
 
 CACHE = "qwen-2-5-0-5b"
 PROD = ["eks-us-east-1", "gke-us-central1", "onprem-a"]
@@ -168,7 +170,7 @@ def test_a_succeeded_job_reports_how_long_it_took():
 
 
 def test_the_report_document_lists_the_cold_replicas():
-    from ansible_collections.gpufleet.serving.plugins.module_utils import fleet_view
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import view as fleet_view
 
     fleet = prod_fleet(replicas=1, throughput={"eks-us-east-1": "100Mi"})
     outcome = place_fleet(fleet, [], warmth=Warmth())

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import (
     FleetPlacement,
     explain_lines,
     fleet_manifests,
     place_fleet,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan import records as records_module
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import (
     EXPLAIN_LIMIT,
@@ -46,7 +46,7 @@ def _full(free_of: int) -> dict:
 
 
 def outcome_at(clusters: int, deployments: int = 20, *, distinct: bool = False) -> FleetPlacement:
-    """A fleet_deploy outcome shaped like the 5,000-cluster benchmark's: ``clusters // 20`` replicas a deployment,
+    """A fleet.deploy outcome shaped like the 5,000-cluster benchmark's: ``clusters // 20`` replicas a deployment,
     one a cluster; every third cluster has no Hopper pool, so the Hopper deployments (every other one) are Ready with
     diagnostics for a third of the fleet; the last two deployments place nothing and are explained on every cluster.
     ``distinct``: every cluster's diagnosis differs (nothing groups), the worst case for the bounds."""

@@ -10,8 +10,8 @@ from example_fleet import example_fleet
 from module_utils_tests import builders
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import FleetValidationError, GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import place_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan.document import (
     PLAN_VERSION,
     Plan,
@@ -27,7 +27,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.plan.files import
     write_applied,
 )
 
-fleet_dict = builders("test_fleet_deploy").fleet_dict
+fleet_dict = builders("fleet/test_fleet_deploy").fleet_dict
 
 
 def make(fleet=None, created_at="2026-11-25T10:00:00.000000Z", previous=None, replicas=None) -> Plan:

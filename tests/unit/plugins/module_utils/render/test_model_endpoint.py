@@ -11,8 +11,8 @@ from module_utils_tests import builders
 from render_case import deployment, gang, kinds, pod_templates, render, replica
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import SERVING_OWNER, FleetIdentity
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import fleet_manifests, observe
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import ReconcileOptions, reconcile_fleet
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import fleet_manifests, observe
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import ReconcileOptions, reconcile_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import read_objects, sync
 from ansible_collections.gpufleet.serving.plugins.module_utils.render.backends.registry import serving_kinds
 from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import (
@@ -20,7 +20,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving im
     model_endpoint_path,
 )
 
-FakeCluster = builders("test_fleet_k8s").FakeCluster
+FakeCluster = builders("fleet/test_fleet_k8s").FakeCluster
 
 FLEET = "prod"
 

@@ -889,7 +889,7 @@ def test_tagged_input_renders_like_plain_input():
 
 def test_renders_what_replica_placement_returns_for_the_example_fleet():
     placement = pytest.importorskip("ansible_collections.gpufleet.serving.plugins.module_utils.placement")
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
 
     data = example_fleet()
     fleet = validate_fleet(

@@ -15,7 +15,7 @@ from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_state import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.state import (
     FleetState,
     change,
     read,

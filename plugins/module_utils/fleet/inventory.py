@@ -441,7 +441,7 @@ def validate_fleet(
     return fleet
 
 
-#: A cluster's routing tier (routing.PRIORITY_VAR; spelled here so fleet.py does not import the routing module, and a
+#: A cluster's routing tier (routing.PRIORITY_VAR; spelled here so fleet/inventory.py does not import the routing module, and a
 #: unit test keeps the two equal).
 ROUTING_PRIORITY_VAR = "gpufleet_routing_priority"
 

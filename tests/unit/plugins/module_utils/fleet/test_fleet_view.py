@@ -1,4 +1,4 @@
-"""The fleet picture's model (fleet_view) and page (fleet_html), over a fleet placed and observed by the real code."""
+"""The fleet picture's model (fleet.view) and page (fleet.html), over a fleet placed and observed by the real code."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import fleet_view_case as case
 import pytest
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import fleet_view as fv
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_html import PALETTE, render_html
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import view as fv
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.html import PALETTE, render_html
 
 
 def view(**kwargs: Any) -> fv.FleetView:

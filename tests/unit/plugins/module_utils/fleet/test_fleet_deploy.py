@@ -8,8 +8,7 @@ import pytest
 from example_fleet import example_fleet
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet import validate_fleet
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import (
     PLACEMENT_ANNOTATION,
     explain_lines,
     fleet_manifests,
@@ -17,6 +16,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy impo
     observed_replicas,
     place_fleet,
 )
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.inventory import validate_fleet
 
 PATTERNS = {"gpufleet_clusters": None, "gpufleet_clusters:&prod": ["eks-us-east-1", "gke-us-central1", "onprem-a"]}
 
@@ -273,7 +273,7 @@ def test_fail_on_unschedulable_stops_the_role_before_anything_is_written_or_appl
 
     import yaml
 
-    role = Path(__file__).resolve().parents[4] / "roles/model_deployment/tasks"
+    role = Path(__file__).resolve().parents[5] / "roles/model_deployment/tasks"
     guards = yaml.safe_load((role / "guards.yml").read_text())
     (stop,) = [t for t in guards if "short of replicas" in t["name"]]
     assert "model_deployment_fail_on_unschedulable | bool" in stop["when"]

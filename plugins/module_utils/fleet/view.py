@@ -6,7 +6,7 @@ A pure function of what the model_deployment role already has at its report step
 (``fleet_info``'s ``fleet``), the placement (``fleet_placement``'s result: replicas, per-deployment results, and in
 apply mode the observed capacity of every reachable cluster, ``drift``) and, after an apply, ``fleet_apply``'s result.
 :func:`build_view` turns them into a :class:`FleetView`; :func:`report_document` into the machine-readable report
-(``gpufleet_report_file``); ``fleet_html.render_html`` draws the view (``fleet.html``).
+(``gpufleet_report_file``); ``fleet.html.render_html`` draws the view (``fleet.html``).
 
 Nodes are placement's node slots of a pool (``node 0`` .. ``node N-1``: its bookkeeping, not Kubernetes Node names):
 a member recorded with device allocations holds the named devices of the slot its record names; a member that holds
@@ -413,7 +413,7 @@ def build_view(
 ) -> FleetView:
     """The fleet's occupancy from the normalised ``fleet`` and ``fleet_placement``'s result ``placement`` (and, after
     an apply, ``fleet_apply``'s result ``applied``)."""
-    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_deploy import explain_lines
+    from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.deploy import explain_lines
 
     devices = _class_devices(fleet.get("classes") or {})
     states = _states_by_cluster(placement.get("drift") or [])

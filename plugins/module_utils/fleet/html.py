@@ -1,6 +1,6 @@
 # Copyright: gpufleet.serving contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""``fleet.html``: the fleet's occupancy (a :class:`fleet_view.FleetView`) as one self-contained page.
+"""``fleet.html``: the fleet's occupancy (a :class:`fleet.view.FleetView`) as one self-contained page.
 
 Clusters x pools x nodes x devices as inline SVG, and per deployment its replicas and their readiness. The page loads
 nothing: no script, no font, no image, no style sheet from anywhere (its Content-Security-Policy says so to the
@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_view import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.view import (
     CONTENDED,
     DRIFTED,
     FOREIGN,

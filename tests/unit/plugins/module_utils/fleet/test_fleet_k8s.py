@@ -1,4 +1,4 @@
-"""fleet_k8s's decisions: what is current (no write), what is held, what is pruned, what is recorded."""
+"""fleet.reconcile's decisions: what is current (no write), what is held, what is pruned, what is recorded."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import ANNOTATION_APPLIED_DIGEST
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import (
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import (
     ReconcileOptions,
     applied_digest,
     applied_fields,
@@ -22,7 +22,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import 
     skipped_holds,
     stamped,
 )
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet_k8s import _reason as fleet_k8s_reason
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import _reason as fleet_k8s_reason
 
 MANAGER = "gpufleet"
 # The lists Kubernetes merges by key (x-kubernetes-list-map-keys / patchMergeKey) among those a pod template uses, as
