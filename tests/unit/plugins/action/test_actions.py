@@ -7,7 +7,7 @@ import pkgutil
 
 import pytest
 import yaml
-from conftest import run_action
+from action_case import run_action
 
 from ansible_collections.gpufleet.serving.plugins import action as action_pkg
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction

@@ -3,6 +3,8 @@ lists are cut and counted, the clusters that failed or wait come first, the tota
 
 from __future__ import annotations
 
+from action_case import run_action
+
 from ansible_collections.gpufleet.serving.plugins.action.fleet_apply import (
     CLUSTER_ITEMS,
     CLUSTERS_LIMIT,
@@ -86,8 +88,6 @@ def test_rolling_updates_keep_their_line_and_count_their_waves():
 
 
 def test_manifest_dir_lists_of_a_large_fleet_directory_are_cut_and_counted(tmp_path):
-    from conftest import run_action
-
     owner = {"app.kubernetes.io/managed-by": "gpufleet.serving", "gpufleet.io/component": "stack"}
     objects = [
         {

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import run_action
+from action_case import run_action
 
 
 def test_the_plan_shows_configured_bounds_and_queues(example_task_vars, tmp_path):

@@ -7,7 +7,7 @@ import copy
 import re
 
 import yaml
-from conftest import run_action
+from action_case import run_action
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_FLEET
 

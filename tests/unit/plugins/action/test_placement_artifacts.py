@@ -3,7 +3,7 @@ about (gpufleet_explain), the gpufleet_placement artifact a summary without repl
 
 from __future__ import annotations
 
-from conftest import run_action
+from action_case import run_action
 
 
 def fleet_of(task_vars):

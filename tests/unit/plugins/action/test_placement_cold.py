@@ -3,7 +3,7 @@ there and counted; the bound itself is tested in tests/unit/plugins/module_utils
 
 from __future__ import annotations
 
-from conftest import run_action
+from action_case import run_action
 
 
 def test_cold_is_returned_with_its_counts(example_task_vars):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_action
+from action_case import run_action
 from example_fleet import example_fleet
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import HANDOFF_KEY, ROLE_OVER, is_handle

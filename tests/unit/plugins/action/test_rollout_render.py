@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import yaml
-from conftest import run_action
+from action_case import run_action
 
 
 def _fleet(task_vars):

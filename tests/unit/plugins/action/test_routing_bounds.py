@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
+from action_case import run_action
 from ansible import constants as C
 from ansible.errors import AnsibleFilterError
-from conftest import run_action
 
 from ansible_collections.gpufleet.serving.plugins.filter.handed_off import handed_off
 from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import is_handle, load
