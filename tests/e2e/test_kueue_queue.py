@@ -193,7 +193,9 @@ def test_kueue_admits_2_of_3_replicas_forced_onto_a_cluster_whose_queue_has_quot
         assert f"insufficient unused quota for {GPU}" in reason["message"], reason
         for w in yes:  # each admitted for one GPU, counted from the rendered ResourceClaimTemplate
             assert w["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] == {GPU: "1"}, w["status"]
-        assert free(fleet, "kq-a") == {GPU: 0}
+        # The ClusterQueue's usage (status.flavorsUsage) is written by Kueue's ClusterQueue controller after the
+        # admissions, not with them.
+        wait_for("kq-a's ClusterQueue to count both admissions", lambda: free(fleet, "kq-a") == {GPU: 0}, timeout=60)
 
         def pods() -> Any:
             items = fleet.core("kq-a").list_namespaced_pod(NAMESPACE, label_selector="gpufleet.io/deployment=chat")
@@ -229,7 +231,8 @@ def test_observed_capacity_places_the_third_replica_elsewhere_and_every_replica_
         assert len(deps) == n and all(d["status"].get("available_replicas") == 1 for d in deps), deps
         yes, pending = admitted(fleet, host)
         assert (len(yes), pending) == (n, []), [w["status"] for w in workloads(fleet, host)]
-    assert free(fleet, "kq-a") == {GPU: 0}
+    # Kueue writes the ClusterQueue's usage after the admissions (the next plan reads it).
+    wait_for("kq-a's ClusterQueue to count its admissions", lambda: free(fleet, "kq-a") == {GPU: 0}, timeout=60)
 
     # Grown to 5: kq-a's quota is spent by its two (admitted, read back from the cluster): the new ones go to kq-b,
     # where spreading alone would have put a third on kq-a. Kueue admits all five.
@@ -247,4 +250,4 @@ def test_observed_capacity_places_the_third_replica_elsewhere_and_every_replica_
         assert len(deps) == n and all(d["status"].get("available_replicas") == 1 for d in deps), deps
         yes, pending = admitted(fleet, host)
         assert (len(yes), pending) == (n, []), [w["status"] for w in workloads(fleet, host)]
-    assert free(fleet, "kq-b") == {GPU: 1}
+    wait_for("kq-b's ClusterQueue to count its admissions", lambda: free(fleet, "kq-b") == {GPU: 1}, timeout=60)
