@@ -22,11 +22,18 @@ GROUPS = {
 }
 
 
-def run_action(name: str, args: dict[str, Any], task_vars: dict[str, Any] | None = None, check_mode: bool = False):
+def run_action(
+    name: str,
+    args: dict[str, Any],
+    task_vars: dict[str, Any] | None = None,
+    check_mode: bool = False,
+    diff: bool = False,
+):
     module = importlib.import_module(f"ansible_collections.gpufleet.serving.plugins.action.{name}")
     task = MagicMock()
     task.args = args
     task.check_mode = check_mode
+    task.diff = diff
     task.async_val = 0
     task.action = f"gpufleet.serving.{name}"
     loader = DataLoader()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib
 import os
 from typing import Any
-from unittest.mock import MagicMock
 
+import action_case
 import pytest
 import yaml
 from ansible.errors import AnsibleLookupError
@@ -174,23 +174,7 @@ def test_the_lookup_reads_the_state_of_the_inventorys_clusters(tmp_path):
 
 
 def run_action(args: dict[str, Any], check_mode: bool = False, diff: bool = False) -> dict[str, Any]:
-    module = importlib.import_module("ansible_collections.gpufleet.serving.plugins.action.fleet_state")
-    task = MagicMock()
-    task.args = args
-    task.check_mode = check_mode
-    task.diff = diff
-    task.async_val = 0
-    task.action = "gpufleet.serving.fleet_state"
-    loader = DataLoader()
-    action = module.ActionModule(
-        task=task,
-        connection=MagicMock(),
-        play_context=MagicMock(check_mode=check_mode),
-        loader=loader,
-        templar=Templar(loader=loader),
-        shared_loader_obj=None,
-    )
-    return action.run(task_vars={})
+    return action_case.run_action("fleet_state", args, check_mode=check_mode, diff=diff)
 
 
 def test_the_module_records_a_drain_with_the_variables_in_their_survey_forms(tmp_path):
