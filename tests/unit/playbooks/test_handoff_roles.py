@@ -5,44 +5,19 @@ exactly what they render with every value inline (the per-cluster tasks read the
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from playbook_run import run_playbook
 from test_cache_follow import cache_clusters, follow_inventory
 
-REPO = Path(__file__).resolve().parents[3]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 HANDED_OFF = ("-e", "__model_cache_handoff_over=0", "-e", "__serving_stack_handoff_over=0")
 
 
 def run_json(inventory: Path, playbook: str, render: Path, *extra: str) -> dict:
-    env = dict(
-        os.environ,
-        ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"),
-        ANSIBLE_NOCOLOR="1",
-        ANSIBLE_STDOUT_CALLBACK="json",
-    )
-    proc = subprocess.run(
-        [
-            str(ANSIBLE_PLAYBOOK),
-            "-i",
-            str(inventory / "hosts.yml"),
-            str(REPO / "playbooks" / playbook),
-            "-e",
-            f"gpufleet_render_dir={render}",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    return json.loads(run_playbook(inventory, playbook, render, *extra, callback="json"))
 
 
 def task_results(doc: dict, name: str) -> list[dict]:
