@@ -12,29 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.adapters import (
-    annotate_adapter_objects,
-    staged_adapter_caches,
-)
-from ansible_collections.gpufleet.serving.plugins.module_utils.cache_apply import (
-    adopted_volume_decision,
-    job_decision,
-    jobs_to_delete,
-    pvc_change_error,
-)
-from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import (
-    ADAPTER_KEY,
-    follow_removal,
-    staged_clusters,
-)
-from ansible_collections.gpufleet.serving.plugins.module_utils.contract import FleetIdentity, parse_adopt
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import (
-    HydrationOptions,
-    cache_objects,
-    job_status,
-    summarize_status,
-)
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.filter import filter_map, gpufleet_filter
 
 
@@ -64,6 +42,11 @@ def cache_manifests(
     **kwargs: Any,
 ) -> list[dict[str, Any]]:
     """``cache | gpufleet.serving.cache_manifests(cluster, hydrator=..., fleet=gpufleet_fleet_name, image=...)``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.adapters import annotate_adapter_objects
+    from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import ADAPTER_KEY
+    from ansible_collections.gpufleet.serving.plugins.module_utils.contract import FleetIdentity
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import HydrationOptions, cache_objects
+
     if cluster is None:
         raise GpufleetError("cluster is required (a cluster name or a fleet_info cluster)")
     if fleet is None:
@@ -103,6 +86,9 @@ def cache_manifests(
 def cache_staged(caches: Any, deployments: Any = None, replicas: Any = None) -> list[dict[str, Any]]:
     """``fleet.caches | gpufleet.serving.cache_staged(fleet.deployments, plan.replicas)``: each cache's
     ``candidate_clusters`` narrowed to where it is staged (``follow`` caches: where their deployments are placed)."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.adapters import staged_adapter_caches
+    from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import staged_clusters
+
     if isinstance(caches, (str, Mapping)) or not isinstance(caches, (list, tuple)):
         raise GpufleetError("the input must be the fleet's caches (fleet_info's fleet.caches)")
     if isinstance(deployments, (str, Mapping)) or not isinstance(deployments, (list, tuple)):
@@ -139,6 +125,9 @@ def cache_follow_removal(
 ) -> dict[str, Any]:
     """``cache | gpufleet.serving.cache_follow_removal(inventory_hostname, objects, users, ...)``: whether a follow
     cache's objects are deleted from a cluster the placement left."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.cache_placement import follow_removal
+    from ansible_collections.gpufleet.serving.plugins.module_utils.contract import FleetIdentity, parse_adopt
+
     if not isinstance(cache, Mapping):
         raise GpufleetError("the input must be one cache as cache_staged returns it")
     if not isinstance(cluster, str) or not cluster:
@@ -167,6 +156,8 @@ def cache_follow_removal(
 @gpufleet_filter
 def cache_job_status(job: Any, pods: Any = None) -> dict[str, Any]:
     """``job_info.resources | first | default(none) | gpufleet.serving.cache_job_status(pods_info.resources)``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import job_status
+
     if job is not None and not isinstance(job, Mapping):
         raise GpufleetError(f"the input must be a Job object or none (got {type(job).__name__})")
     if pods is not None and (isinstance(pods, (str, Mapping)) or not isinstance(pods, (list, tuple))):
@@ -177,6 +168,8 @@ def cache_job_status(job: Any, pods: Any = None) -> dict[str, Any]:
 @gpufleet_filter
 def cache_status_summary(statuses: Any, caches: Any = None, hosts: Any = None) -> dict[str, Any]:
     """``statuses | gpufleet.serving.cache_status_summary(caches=fleet.caches, hosts=ansible_play_hosts_all)``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render.caches import summarize_status
+
     return summarize_status(
         _plain(statuses), None if caches is None else _plain(caches), None if hosts is None else _plain(hosts)
     )
@@ -185,6 +178,8 @@ def cache_status_summary(statuses: Any, caches: Any = None, hosts: Any = None) -
 @gpufleet_filter
 def cache_job_action(before: Any, job_name: Any = None, done_by: Any = "", retry_failed: Any = False) -> dict[str, Any]:
     """``before | gpufleet.serving.cache_job_action(job.metadata.name, done_by=..., retry_failed=...)``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.cache_apply import job_decision
+
     if not isinstance(retry_failed, bool):
         raise GpufleetError(f"retry_failed must be true or false (got {retry_failed!r})")
     return job_decision(_plain(before), _plain(job_name), str(done_by or ""), retry_failed)
@@ -193,6 +188,8 @@ def cache_job_action(before: Any, job_name: Any = None, done_by: Any = "", retry
 @gpufleet_filter
 def cache_jobs_to_delete(others: Any, job_name: Any = None, before: Any = None) -> list[str]:
     """``other_jobs.resources | gpufleet.serving.cache_jobs_to_delete(job.metadata.name, before)``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.cache_apply import jobs_to_delete
+
     if isinstance(others, (str, Mapping)) or not isinstance(others, (list, tuple)):
         raise GpufleetError("the input must be a list of Job objects")
     return jobs_to_delete(_plain(list(others)), _plain(job_name), _plain(before))
@@ -201,6 +198,9 @@ def cache_jobs_to_delete(others: Any, job_name: Any = None, before: Any = None) 
 @gpufleet_filter
 def cache_pvc_change_error(existing: Any, desired: Any = None, cluster: Any = "", adopt_unlabelled: Any = None) -> str:
     """``pvc_info.resources | gpufleet.serving.cache_pvc_change_error(pvc, inventory_hostname, adopt_unlabelled=...)``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.cache_apply import pvc_change_error
+    from ansible_collections.gpufleet.serving.plugins.module_utils.contract import parse_adopt
+
     if isinstance(existing, (str, Mapping)) or not isinstance(existing, (list, tuple)):
         raise GpufleetError("the input must be a list of PersistentVolumeClaim objects")
     try:
@@ -215,6 +215,8 @@ def cache_adopted_volume(
     pvcs: Any, cache: Any = None, cluster: Any = None, adopted_ready: Any = (), verify: Any = False
 ) -> dict[str, Any]:
     """``pvc_info.resources | gpufleet.serving.cache_adopted_volume(cache, cluster, adopted_ready=..., verify=...)``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.cache_apply import adopted_volume_decision
+
     if isinstance(pvcs, (str, Mapping)) or not isinstance(pvcs, (list, tuple)):
         raise GpufleetError("the input must be a list of PVC objects")
     if not isinstance(cache, Mapping) or not isinstance((cache.get("storage") or {}).get("claim_name"), str):

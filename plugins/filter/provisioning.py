@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils import eks, gke, preflight
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
 from ansible_collections.gpufleet.serving.plugins.module_utils.plain import to_plain
-from ansible_collections.gpufleet.serving.plugins.module_utils.provisioning import parse_cluster
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.filter import filter_map, gpufleet_filter
 
 
@@ -22,6 +20,9 @@ def eks_subnets(
     host: Any, hostvars: Any, classes: Any, vpc_cidr: Any = "10.42.0.0/16", prefix: Any = 20
 ) -> list[dict[str, str]]:
     """``inventory_hostname | eks_subnets(hostvars[inventory_hostname], gpufleet_inference_classes, vpc_cidr)``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils import eks
+    from ansible_collections.gpufleet.serving.plugins.module_utils.provisioning import parse_cluster
+
     cluster = parse_cluster(str(host), hostvars, classes, provider="eks")[0]
     return eks.subnet_plan(str(vpc_cidr), eks.default_zones(cluster), int(prefix))
 
@@ -31,6 +32,9 @@ def eks_nodegroups(
     host: Any, hostvars: Any, classes: Any, subnets_by_zone: Any = None, system: Any = None
 ) -> list[dict[str, Any]]:
     """``inventory_hostname | eks_nodegroups(hostvars[inventory_hostname], gpufleet_inference_classes, {zone: subnet})``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils import eks
+    from ansible_collections.gpufleet.serving.plugins.module_utils.provisioning import parse_cluster
+
     cluster, parsed = parse_cluster(str(host), hostvars, classes, provider="eks")
     sysdata = to_plain(system or {}, "system")
     if not isinstance(sysdata, dict):
@@ -47,6 +51,8 @@ def eks_nodegroups(
 def eks_kubeconfig(cluster: Any, host: Any, region: Any) -> dict[str, Any]:
     """``eks_cluster_result | eks_kubeconfig(inventory_hostname, region)``: community.aws.eks_cluster's return value
     (``endpoint``, ``certificate_authority.data``, ``name``) as a kubeconfig."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils import eks
+
     data = to_plain(cluster, "cluster")
     if not isinstance(data, dict) or not data.get("endpoint") or not data.get("name"):
         raise GpufleetError(
@@ -60,6 +66,9 @@ def eks_kubeconfig(cluster: Any, host: Any, region: Any) -> dict[str, Any]:
 def gke_node_pools(host: Any, hostvars: Any, classes: Any, system: Any = None) -> list[dict[str, Any]]:
     """``inventory_hostname | gke_node_pools(hostvars[inventory_hostname], gpufleet_inference_classes)``: the system
     pool first, then one GPU pool per fleet pool, in gke_node_pool's option shape."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils import gke
+    from ansible_collections.gpufleet.serving.plugins.module_utils.provisioning import parse_cluster
+
     cluster, parsed = parse_cluster(str(host), hostvars, classes, provider="gke")
     sysdata = to_plain(system or {}, "system")
     if not isinstance(sysdata, dict):
@@ -74,6 +83,8 @@ def gke_node_pools(host: Any, hostvars: Any, classes: Any, system: Any = None) -
 @gpufleet_filter
 def gke_kubeconfig(cluster: Any, host: Any) -> dict[str, Any]:
     """``gke_cluster_result.cluster | gke_kubeconfig(inventory_hostname)``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils import gke
+
     data = to_plain(cluster, "cluster")
     if not isinstance(data, dict) or not data.get("endpoint"):
         raise GpufleetError("the input must be gpufleet.serving.gke_cluster's cluster (endpoint, masterAuth)")
@@ -94,6 +105,9 @@ def cluster_preflight(
 ) -> dict[str, Any]:
     """``inventory_hostname | cluster_preflight(hostvars[inventory_hostname], gpufleet_inference_classes, version,
     api_group_versions, nodes, device_classes, resource_slices)`` -> ``{ok, errors, findings, report}``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils import preflight
+    from ansible_collections.gpufleet.serving.plugins.module_utils.provisioning import parse_cluster
+
     cluster, parsed = parse_cluster(str(host), hostvars, classes)
     observed = preflight.Observed(
         git_version=str(git_version),

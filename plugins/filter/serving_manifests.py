@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
-from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import render_serving_manifests
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.filter import filter_map, gpufleet_filter
 
 
@@ -26,6 +25,8 @@ def serving_manifests(
     fleet: Any = None,
 ) -> list[dict[str, Any]]:
     """``replicas | gpufleet.serving.serving_manifests(deployment, cluster=inventory_hostname, fleet=..., ...)``."""
+    from ansible_collections.gpufleet.serving.plugins.module_utils.render.serving import render_serving_manifests
+
     if cluster is None:
         raise GpufleetError("cluster is required (the inventory host whose replicas to render)")
     if fleet is None:
