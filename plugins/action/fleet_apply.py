@@ -26,7 +26,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile i
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import handoff
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import write_atomic
-from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import size
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import bounded_mapping, size
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan.document import plan_record_object
 from ansible_collections.gpufleet.serving.plugins.module_utils.render import serving as render
 from ansible_collections.gpufleet.serving.plugins.module_utils.render.backends.registry import serving_kinds
@@ -44,6 +44,8 @@ PRELOADED = (render,)
 CLUSTER_ITEMS = 10
 #: ``clusters``, in characters of JSON: the failed clusters, then those with pending workloads, then the changed ones.
 CLUSTERS_LIMIT = 200_000
+#: Characters of JSON ``failed_clusters`` keeps (issue 26: a task result over 700,000 is blanked by AWX).
+FAILED_LIMIT = 100_000
 #: ``rollout``, in characters of JSON: each deployment's ``waves``, ``updated`` and ``pending`` share it.
 ROLLOUT_LIMIT = 150_000
 _CLUSTER_LISTS = ("applied", "namespaces", "deleted", "pending")
@@ -190,7 +192,6 @@ class ActionModule(GpufleetAction):
             "clusters": clusters,
             "clusters_count": len(outcomes),
             "totals": totals,
-            "failed_clusters": failed,
             "held": held,
             # Whole (fleet_routing and fleet_report read every entry): through a file past handoff_over.
             "pending": handoff(pending, "pending", handoff_dir(), args["handoff_over"]),
@@ -199,14 +200,21 @@ class ActionModule(GpufleetAction):
             "rollout_stopped": [r.line() for r in rollouts if r.stopped],
             "truncated": cut or rollout_cut,
         }
+        # Every cluster of a large fleet failing at once (the controller lost its network) would pass AWX's event
+        # limit: the first reasons that fit, failed_clusters_count all of them (the state file keeps every cluster).
+        result["truncated"] |= bounded_mapping(result, "failed_clusters", failed, limit=FAILED_LIMIT)
         if args["state_file"] and not self._task.check_mode:
             # Clusters not read this run (unreachable, or outside the play) keep their records as they were.
             kept = {**{name: "not read this run" for name in args["unread"]}, **failed}
             result["state_changed"] = self._record(Path(args["state_file"]), args["replicas"], kept)
         if failed and args["fail_on_cluster_error"]:
             result["failed"] = True
-            result["msg"] = "fleet_apply: clusters not reconciled: " + "; ".join(f"{n}: {m}" for n, m in failed.items())
-            result["errors"] = [{"path": n, "reason": m} for n, m in failed.items()]
+            shown = result["failed_clusters"]
+            more = f"; and {len(failed) - len(shown)} more" if len(shown) < len(failed) else ""
+            result["msg"] = (
+                "fleet_apply: clusters not reconciled: " + "; ".join(f"{n}: {m}" for n, m in shown.items()) + more
+            )
+            result["errors"] = [{"path": n, "reason": m} for n, m in shown.items()]
         return result
 
     @staticmethod

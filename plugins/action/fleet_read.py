@@ -14,8 +14,12 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.capacity import (
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import identity_of
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import Read, connect, read_fleet
 from ansible_collections.gpufleet.serving.plugins.module_utils.placement import validate_classes
+from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import bounded_mapping
 from ansible_collections.gpufleet.serving.plugins.module_utils.queues import KUEUE_KINDS, uses_kueue
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
+
+#: Characters of JSON ``errors`` keeps.
+ERRORS_LIMIT = 100_000
 
 
 class ActionModule(GpufleetAction):
@@ -40,9 +44,11 @@ class ActionModule(GpufleetAction):
         result = {
             "changed": False,
             "objects_by_cluster": {c: [o for objs in lists[c][:n] for o in objs] for c in sorted(lists)},
-            "unreachable_clusters": sorted(errors),
-            "errors": errors,
+            "unreachable_clusters": sorted(errors),  # whole: the next tasks leave every one of them out
         }
+        # The reasons: the first that fit (issue 26: a fleet the controller cannot reach at all would pass AWX's
+        # event limit), errors_count all of them.
+        result["truncated"] = bounded_mapping(result, "errors", dict(sorted(errors.items())), limit=ERRORS_LIMIT)
         if fleet:
             # A claim is this fleet's when the replica it serves is: one whose objects (among those read) the fleet
             # owns. Another fleet's claims on a shared cluster hold their devices like any other workload's.

@@ -237,14 +237,21 @@ totals:
   sample: {clusters: 3, changed: 1, failed: 0, applied: 2, deleted: 0, unchanged: 12, namespaces: 1, pending: 0,
            requests: 51}
 truncated:
-  description: Whether RV(clusters) or RV(rollout) leaves entries out.
+  description: Whether RV(clusters), RV(rollout) or RV(failed_clusters) leaves entries out.
   returned: always
   type: bool
 failed_clusters:
-  description: The clusters that could not be reconciled, and why.
+  description:
+    - The clusters that could not be reconciled, and why - the first ones (in name order) whose reasons fit in 100,000 characters of JSON;
+      RV(failed_clusters_count) counts them all and C(truncated) is true when some are left out (issue 26).
   returned: always
   type: dict
   sample: {lf-gamma: "apply Deployment/ml-team/chat-9f8e7-main: 503: the server is shutting down"}
+failed_clusters_count:
+  description: How many clusters could not be reconciled (every one of them, whether RV(failed_clusters) lists it or not).
+  returned: always
+  type: int
+  sample: 1
 held:
   description: Deployments none of whose objects were deleted this run (see the description).
   returned: always

@@ -144,8 +144,20 @@ unreachable_clusters:
   elements: str
   sample: [lf-gamma]
 errors:
-  description: Why each unreachable cluster could not be read.
+  description:
+    - Why each unreachable cluster could not be read - the first ones (in name order) whose reasons fit in 100,000 characters of JSON;
+      RV(errors_count) counts them all, C(truncated) is true when some are left out, RV(unreachable_clusters) names every one (issue 26).
   returned: always
   type: dict
   sample: {lf-gamma: "list Service: HTTPSConnectionPool(host='127.0.0.1', port=6445): Max retries exceeded"}
+errors_count:
+  description: How many clusters could not be read.
+  returned: always
+  type: int
+  sample: 1
+truncated:
+  description: Whether RV(errors) leaves some out.
+  returned: always
+  type: bool
+  sample: false
 """

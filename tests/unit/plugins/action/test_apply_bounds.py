@@ -108,3 +108,36 @@ def test_manifest_dir_lists_of_a_large_fleet_directory_are_cut_and_counted(tmp_p
     again = run_action("manifest_dir", {**args, "objects": objects[:10]})
     assert again["removed_count"] == 1990 and len(again["removed"]) < 1990 and size(again["removed"]) <= 50_000
     assert again["written"] == [] and again["truncated"] is True
+
+
+def test_a_fleet_the_controller_cannot_reach_at_all_gives_bounded_reasons_and_counts_every_cluster(tmp_path):
+    """5,000 clusters whose kubeconfigs cannot be loaded: fleet_read and fleet_apply name the first reasons that fit
+    and count them all; fleet_read's unreachable_clusters stays whole (the next tasks leave each one out)."""
+    connections = {
+        f"cluster-{i:04d}": {"kubeconfig": str(tmp_path / "gone" / f"kubeconfig-{i:04d}")} for i in range(5000)
+    }
+    read = run_action("fleet_read", {"connections": connections, "reads": []})
+    assert len(read["unreachable_clusters"]) == 5000 and read["errors_count"] == 5000 and read["truncated"] is True
+    assert 0 < len(read["errors"]) < 5000 and size(read["errors"]) <= 100_000
+    assert list(read["errors"]) == sorted(connections)[: len(read["errors"])]  # the first in name order
+    assert size(read) < 700_000
+
+    applied = run_action(
+        "fleet_apply",
+        {"connections": connections, "objects_by_cluster": {}, "fleet_name": "bench", "fail_on_cluster_error": True},
+    )
+    assert applied["failed"] is True and applied["failed_clusters_count"] == 5000 and applied["truncated"] is True
+    shown = applied["failed_clusters"]
+    assert 0 < len(shown) < 5000 and size(shown) <= 100_000
+    assert all("cannot build a client" in reason for reason in shown.values())
+    assert applied["msg"].endswith(f"; and {5000 - len(shown)} more") and len(applied["errors"]) == len(shown)
+    assert size(applied) < 700_000
+
+
+def test_a_few_unreachable_clusters_are_listed_whole(tmp_path):
+    connections = {name: {"kubeconfig": str(tmp_path / name)} for name in ("b", "a")}
+    read = run_action("fleet_read", {"connections": connections, "reads": []})
+    assert list(read["errors"]) == ["a", "b"] and read["errors_count"] == 2 and read["truncated"] is False
+    applied = run_action("fleet_apply", {"connections": connections, "objects_by_cluster": {}, "fleet_name": "f"})
+    assert set(applied["failed_clusters"]) == {"a", "b"} and applied["failed_clusters_count"] == 2
+    assert "more" not in applied["msg"]
