@@ -105,9 +105,8 @@ demo-live: setup localfleet helm
 test: lint typecheck unit sanity ansible-lint build molecule e2e
 	@echo "make test: all checks passed"
 
-# -P: benchmarks/selectors.py must not shadow the standard library's selectors module.
 bench: setup
-	$(BIN)/python -P benchmarks/selectors.py
+	$(BIN)/python -P benchmarks/cel_selectors.py
 	$(BIN)/python -P benchmarks/placement.py
 	$(BIN)/python -P benchmarks/deploy_render.py
 	$(BIN)/python -P benchmarks/hydrate.py

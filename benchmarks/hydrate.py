@@ -14,23 +14,17 @@ whether it meets the goal (>= 1.0x with the hydrator's default verification).
 
 from __future__ import annotations
 
-import os
-import sys
-
-# benchmarks/selectors.py (the selector-engine benchmark) would shadow the standard library's `selectors`,
-# which subprocess imports: drop this script's directory from the import path first.
-if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
-
 import argparse
 import contextlib
 import json
+import os
 import resource
 import shutil
 import signal
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path

@@ -7,7 +7,7 @@ does once per distinct device shape).  When cel-python is installed it also time
 the same equality selector on celpy's interpreted and compiled runners, for
 comparison with the numbers in shared/environment.md.
 
-Run: ``.venv/bin/python benchmarks/selectors.py`` (or ``make bench``).
+Run: ``.venv/bin/python benchmarks/cel_selectors.py`` (or ``make bench``).
 """
 
 from __future__ import annotations
