@@ -14,7 +14,9 @@ variables apply unchanged), a thread per cluster, and the phases in lockstep acr
    a deployment with a workload not ready, or with objects on a cluster whose apply failed, keeps its old replicas
    everywhere this run, so a drain never deletes an old replica before its replacement is ready. A deployment whose
    only changes are removals (a scale-down) is pruned *before* the wait instead (:func:`removals_first`): what it
-   frees may be what another deployment's new replica on that cluster needs.
+   frees may be what another deployment's new replica on that cluster needs. A reconcile that deletes nothing
+   (``prune`` false: the first stage of an apply routed by a hub, which stops routing to a replica before it is
+   deleted) does not await what is new on a cluster where such removals wait: it looks once and reports it pending.
 
 Apply and wait run in **waves** (:mod:`.rollout`): a workload whose spec changes restarts its replica, so of each
 deployment's such updates at most ``rollout.max_unavailable`` replicas are applied per wave, fleet-wide, and each wave
@@ -834,10 +836,11 @@ def _wait_cluster(
     clock: Callable[[], float],
     applied: bool = True,
     stale: Mapping[Key, str] | None = None,
+    timeout: float | None = None,
 ) -> list[dict[str, str]]:
-    """Wait until ``objects``' workloads are ready (or the timeout); those that are not. Without ``applied`` (nothing
-    written on this cluster before this wait), what was listed before is current: poll only when something of it is
-    not ready yet."""
+    """Wait until ``objects``' workloads are ready (or the timeout: ``opts.timeout`` unless ``timeout`` is given; 0
+    looks once); those that are not. Without ``applied`` (nothing written on this cluster before this wait), what was
+    listed before is current: poll only when something of it is not ready yet."""
     if not applied:
         pending = pending_workloads(out.existing, objects)
         if not pending:
@@ -845,7 +848,7 @@ def _wait_cluster(
     pending, polls = wait_ready(
         lambda api_version, kind: api.list(api_version, kind, opts.owner_selector),
         objects,
-        opts.timeout,
+        opts.timeout if timeout is None else timeout,
         opts.poll_interval,
         time.sleep,
         clock,
@@ -871,6 +874,8 @@ class _Wave:
     held_back: dict[str, set[Key]]
     #: Deployments whose rollout stopped: not applied, not waited for.
     skip: set[str] = field(default_factory=set)
+    #: Clusters whose workloads are looked at once, not awaited (:func:`reconcile_fleet`: removals wait for the prune).
+    defer: set[str] = field(default_factory=set)
     stale: dict[str, dict[Key, str]] = field(default_factory=dict)
     pending: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
@@ -894,6 +899,7 @@ class _Wave:
             self.clock,
             applied=applied,
             stale=self.stale.get(name),
+            timeout=0 if name in self.defer else None,
         )
 
 
@@ -935,17 +941,22 @@ def reconcile_fleet(
         unready,
     )
     waiting = opts.wait and not opts.check_mode
+    # Pure removals first (removals_first): the devices a scale-down frees may be what another deployment's new
+    # replica on the same cluster waits for.
+    first = removals_first(
+        {n: outcomes[n].existing for n in applied_ok},
+        desired,
+        [c for n in applied_ok for c in outcomes[n].changes],
+        unready,
+        held_deployments(desired, set(outcomes) - set(applied_ok), []) + list(opts.hold),
+        opts.keep,
+    )
+    # Deleting nothing (prune false: the first stage of an apply routed by a hub, which must stop sending a replica
+    # traffic before it is deleted): on a cluster where such removals wait for the next stage's prune, what is new
+    # may need the devices they free, so it is looked at once, not awaited. Not Ready, it is pending (its deployment
+    # held: its old replicas keep serving, with their weight); the next stage deletes the removals first and awaits it.
+    deferred = set() if opts.prune else set(first)
     if opts.prune:
-        # Pure removals first (removals_first): the devices a scale-down frees may be what another deployment's new
-        # replica on the same cluster waits for.
-        first = removals_first(
-            {n: outcomes[n].existing for n in applied_ok},
-            desired,
-            [c for n in applied_ok for c in outcomes[n].changes],
-            unready,
-            held_deployments(desired, set(outcomes) - set(applied_ok), []) + list(opts.hold),
-            opts.keep,
-        )
 
         def delete_first(name: str) -> None:
             out = outcomes[name]
@@ -971,6 +982,7 @@ def reconcile_fleet(
                     stopped[dep] = "it has objects on a cluster that failed (" + ", ".join(sorted(failed_at)) + ")"
         step = _Wave(apis, desired, opts, outcomes, clock, wave, plan.keys(wave, skip=stopped), plan.later(wave))
         step.skip = set(stopped)
+        step.defer = deferred
         names = [n for n in applied_ok if n not in failed_at]
         run_phase(step.apply, names)
         failed_at |= {n for n in names if outcomes[n].failed is not None}
@@ -987,17 +999,20 @@ def reconcile_fleet(
             for p in found:
                 dep = str(p.get("deployment") or "")
                 if dep and dep not in stopped:
-                    stopped[dep] = (
-                        f"{_replica_of(desired.get(n, []), p)} on {n} did not become Ready within {opts.timeout:g}s "
-                        f"({p['message']})"
+                    stopped[dep] = f"{_replica_of(desired.get(n, []), p)} on {n} " + (
+                        f"was not awaited: it may need the devices this run's removals there free ({p['message']})"
+                        if n in deferred
+                        else f"did not become Ready within {opts.timeout:g}s ({p['message']})"
                     )
     for n in applied_ok:
         out = outcomes[n]
         if out.pending and out.failed is None:
             out.failed = (
-                f"not ready after {opts.timeout:g}s (the old replicas of their deployments are kept): "
-                + "; ".join(p["message"] for p in out.pending)
-            )
+                "not awaited before this run's removals on it are deleted (the old replicas of their deployments are "
+                "kept): "
+                if n in deferred
+                else f"not ready after {opts.timeout:g}s (the old replicas of their deployments are kept): "
+            ) + "; ".join(p["message"] for p in out.pending)
     rollout = rollout_report(plan, written, stopped, deferred=not waiting and not opts.check_mode)
     if report is not None:
         report.extend(rollout)

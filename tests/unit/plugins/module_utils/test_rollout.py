@@ -532,3 +532,32 @@ def test_a_move_or_an_update_keeps_the_old_replica_until_the_new_one_is_ready():
     # an object that names no deployment waits for the final prune
     other = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x", "namespace": "ml"}}
     assert removals_first({"a": [other]}, {"a": []}, [], [], []) == {}
+
+
+def test_a_stage_that_deletes_nothing_does_not_await_what_a_scale_down_makes_room_for():
+    # The first stage of an apply routed by a hub (prune false: the hub must stop routing to chat-1 before it goes):
+    # code's new replica needs chat-1's devices, which only the next stage's prune frees. It is looked at once and
+    # reported pending (code held, so its old replicas would keep serving), not awaited for the whole timeout.
+    log: list[tuple[str, str]] = []
+    chat0, chat1 = workload("chat-0-main"), workload("chat-1-main")
+    code0 = workload("code-0-main", labels={"gpufleet.io/deployment": "code"})
+    apis = {"a": FullCluster("a", [ready(chat0), ready(chat1)], log, slots=2)}
+    clock = iter(range(0, 10_000, 1)).__next__  # a second per reading: a wait would take `timeout` readings
+    outcomes, held = reconcile_fleet(apis, {"a": [chat0, code0]}, opts(timeout=600, prune=False), clock=clock)
+    assert apis["a"].deleted == [] and apis["a"].applied == ["code-0-main"]
+    assert outcomes["a"].polls == 1 and held == ["code"]
+    (pending,) = outcomes["a"].pending
+    assert pending["name"] == "code-0-main"
+    assert outcomes["a"].failed.startswith("not awaited before this run's removals on it are deleted")
+    # The next stage (prune) deletes chat-1 first and awaits code-0, which becomes Ready.
+    outcomes, held = reconcile_fleet(apis, {"a": [chat0, code0]}, opts(timeout=2))
+    assert outcomes["a"].failed is None and held == []
+    assert apis["a"].deleted == ["chat-1-main"] and ("ready", "a/code-0-main") in log
+
+
+def test_a_stage_that_deletes_nothing_still_awaits_clusters_without_waiting_removals():
+    log: list[tuple[str, str]] = []
+    code0 = workload("code-0-main", labels={"gpufleet.io/deployment": "code"})
+    apis = {"a": FullCluster("a", [], log, slots=2)}
+    outcomes, held = reconcile_fleet(apis, {"a": [code0]}, opts(timeout=5, prune=False))
+    assert outcomes["a"].failed is None and held == [] and ("ready", "a/code-0-main") in log
