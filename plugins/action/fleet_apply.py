@@ -26,6 +26,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile i
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.handoff import handoff
 from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import write_atomic
+from ansible_collections.gpufleet.serving.plugins.module_utils.object_size import check_data_size
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan.artifacts import bounded_mapping, size
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan.document import plan_record_object
 from ansible_collections.gpufleet.serving.plugins.module_utils.render import serving as render
@@ -158,6 +159,9 @@ class ActionModule(GpufleetAction):
         strays = sorted(set(desired) - set(args["connections"]))
         if strays and any(desired[c] for c in strays):
             raise GpufleetError(f"objects_by_cluster names clusters without a connection: {', '.join(strays)}")
+        # A ConfigMap or Secret the API server would refuse (over 1 MiB of data) fails here, before any cluster is
+        # touched: an apply that stops halfway through the fleet would leave it between two plans.
+        check_data_size((o for objs in desired.values() for o in objs), "fleet_apply")
         apis, lost = connect(args["connections"], args["request_timeout"])
         hold, keep = skipped_holds(args["unreadable"])
         # A partial apply of a plan: deployments whose new replicas are outside the play (plan.held_outside).

@@ -4,27 +4,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.html import render_html
-from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.view import build_view, report_document
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.pages import write_picture, write_text
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.view import (
+    build_view,
+    report_document,
+    report_text,
+)
 from ansible_collections.gpufleet.serving.plugins.module_utils.guard import parse_names
-from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import write_atomic
 from ansible_collections.gpufleet.serving.plugins.module_utils.redact import redact_text
 from ansible_collections.gpufleet.serving.plugins.plugin_utils.action import GpufleetAction
-
-
-def _write(path: Path, text: str) -> bool:
-    """Write ``text`` atomically unless the file holds it already; whether it was written."""
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return False
-    except (FileNotFoundError, UnicodeDecodeError):
-        pass
-    write_atomic(path, text)
-    return True
 
 
 class ActionModule(GpufleetAction):
@@ -35,7 +26,8 @@ class ActionModule(GpufleetAction):
         summary = [redact_text(str(line)) for line in args["summary"]] if args["summary"] is not None else lines[-1:]
         shown = summary if args["level"] == "summary" else lines
         report_file, html_file = args["report_file"] or None, args["html_file"] or None
-        written: dict[str, str | None] = {"file": None, "html": None}
+        written: dict[str, Any] = {"file": None, "html": None, "html_pages": 0}
+        pages: list[dict[str, Any]] = []
         if report_file or html_file:
             fleet, placement = args["fleet"], args["placement"]
             names = [str(c["name"]) for c in fleet.get("clusters") or []]
@@ -55,13 +47,16 @@ class ActionModule(GpufleetAction):
             )
             if not self._task.check_mode:
                 if html_file:
-                    _write(Path(html_file), render_html(view))
-                    written["html"] = html_file
+                    # Past 200 clusters: the main page and cluster pages beside it (module_utils/fleet/pages.py).
+                    pages = write_picture(html_file, view)["pages"]
+                    written["html"], written["html_pages"] = html_file, len(pages)
                 if report_file:
-                    doc = report_document(view, placement, lines, html_file=written["html"])
-                    _write(Path(report_file), json.dumps(doc, indent=2, sort_keys=True) + "\n")
+                    doc = report_document(view, placement, lines, html_file=written["html"], html_pages=pages)
+                    write_text(Path(report_file), report_text(doc))
                     written["file"] = report_file
         where = [f"{what} {path}" for what, path in (("report", written["file"]), ("picture", written["html"])) if path]
+        if pages:
+            where[-1] += f" (and {len(pages)} cluster pages in {Path(pages[0]['page']).parent}/ beside it)"
         if where:
             shown = [*shown, f"Written: {'; '.join(where)}"]
         return {

@@ -3,11 +3,12 @@
 """Action plugin for gpufleet.serving.fleet_routing: the fleet routing artifact, written, applied to the hub and
 published.
 
-Issue 26 ("Scale"): the artifact grows with the clusters (926 KB at 5,000) and the hub's objects more (about 4 MB
-with a renderer), so neither is in the task result nor in the custom stat: both carry a bounded summary
-(:func:`.routing.routing_summary`) pointing at the artifact's ConfigMap under ``_fleet/routing/`` (render mode) or on
-the hub; the artifact and the objects themselves are handed to later tasks through files (:mod:`.handoff`). The
-renderers and the hub sync take them here, in-process."""
+Issue 26 ("Scale"): the artifact grows with the clusters (about 1 MB at 5,000) and the hub's objects more (about 4
+MB with a renderer), so neither is in the task result nor in the custom stat: both carry a bounded summary
+(:func:`.routing.routing_summary`) pointing at the artifact's index ConfigMap under ``_fleet/routing/`` (render mode)
+or on the hub (the artifact itself is split into ConfigMaps the API server accepts: :func:`.routing.artifact_objects`);
+the artifact and the objects themselves are handed to later tasks through files (:mod:`.handoff`). The renderers
+and the hub sync take them here, in-process."""
 
 from __future__ import annotations
 

@@ -67,6 +67,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.contract import (
     FleetIdentity,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.object_size import check_data_size
 from ansible_collections.gpufleet.serving.plugins.module_utils.render.gitops import (
     decorate,
     is_workload,
@@ -167,8 +168,11 @@ def _require_yaml() -> None:
 
 
 def dump(obj: Mapping[str, Any]) -> str:
-    """Deterministic YAML for one object (key order kept as rendered, block style)."""
+    """Deterministic YAML for one object (key order kept as rendered, block style). Every file a transaction writes
+    is dumped here while it is planned, before anything is written: a ConfigMap or Secret over the 1 MiB the API
+    server accepts is refused here, naming it (:func:`.object_size.check_data_size`)."""
     _require_yaml()
+    check_data_size((obj,), "manifest_dir")
     return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=4096, allow_unicode=True)
 
 

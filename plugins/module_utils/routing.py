@@ -19,13 +19,16 @@ Renderers (``gpufleet_fleet_routing``): ``httproute`` (a hub Gateway API HTTPRou
 one ExternalName Service per cluster), ``aigateway`` (Envoy AI Gateway ``AIGatewayRoute`` with weight + priority over
 one ``AIServiceBackend`` + Envoy Gateway ``Backend`` per cluster), ``llmd`` (the llm-d router's
 ``multicluster-file-discovery`` endpoints file, in a ConfigMap). Every renderer's objects are for the hub cluster
-(``gpufleet_routing_hub``); the artifact itself is one more ConfigMap beside them.
+(``gpufleet_routing_hub``); the artifact itself is ConfigMaps beside them: an index and a ConfigMap per model, cut
+into numbered parts when a model spans more clusters than one part holds (:func:`artifact_objects`; issue 26: one
+ConfigMap was 1.5 MB at 5,000 clusters, over the 1 MiB the API server accepts).
 
 Pure: no I/O. The action ``fleet_routing`` writes ``_fleet/routing/`` or applies to the hub.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -59,6 +62,14 @@ ADDRESS_VAR = "gpufleet_routing_address"
 #: The key of the llm-d endpoints file in its ConfigMap (mount it at the path the EPP's plugin reads).
 LLMD_FILE_KEY = "endpoints.yaml"
 ARTIFACT_KEY = "routing.json"
+#: The artifact is split (issue 26): an index ConfigMap naming, per model, the ConfigMaps of its parts.
+LAYOUT_INDEX = "index"
+LAYOUT_PART = "part"
+#: Each part's JSON stays under this many bytes: far below the API server's 1 MiB (:mod:`.object_size`), and below
+#: the 256 KiB of annotations a client-side apply (``kubectl apply``, Argo CD's default sync) copies the object into.
+PART_BYTES = 128 * 1024
+#: A part's own fields (version, layout, fleet, deployment, part, parts), at most, in bytes of JSON.
+PART_OVERHEAD = 512
 _HOST = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
 
 
@@ -453,57 +464,144 @@ def _ai_backend(
 
 
 def render_llmd(artifact: Mapping[str, Any], namespace: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The llm-d router's cluster-scoped endpoints file, one per fleet, in a ConfigMap (``endpoints.yaml``).
+    """The llm-d router's endpoints files, one per model: a ConfigMap ``gpufleet-llmd-endpoints-<fleet>.<deployment>``
+    (:func:`llmd_configmap_name`) holding ``endpoints.yaml``, read by that model's endpoint picker (an EPP serves one
+    pool: one model). One file for the whole fleet was past 1 MiB at about 3,000 endpoints (issue 26).
 
     Format: llm-d/llm-d-router ``pkg/epp/framework/plugins/datalayer/discovery/file/README.md`` ("Multi-cluster
     support", plugin type ``multicluster-file-discovery``) and ``plugin.go`` (``EndpointsFile``/``EndpointEntry``):
     ``endpoints: [{name, namespace, address, port (a string), labels}]`` where a cluster is reached by its gateway
-    host. The file has no weight: a cluster with weight 0 is left out (the EPP deletes an endpoint absent on reload);
-    the weight, priority, cluster and model travel as labels for the EPP's scorers/filters. Spillover endpoints are
-    not in it (the EPP scrapes each endpoint's metrics, which an external API does not serve)."""
+    host. The file has no weight: a cluster with weight 0 is left out (the EPP deletes an endpoint absent on reload;
+    a model with none routable gets an empty list, so its EPP drops them all); the weight, priority, cluster and model
+    travel as labels for the EPP's scorers/filters. Spillover endpoints are not in it (the EPP scrapes each endpoint's
+    metrics, which an external API does not serve). Compact JSON (JSON is YAML: the plugin reads both)."""
     fleet = str(artifact.get("fleet") or "")
-    entries = []
+    objs: list[dict[str, Any]] = []
     notes: list[str] = []
     for model in artifact.get("models") or []:
         rows, missing = _usable(model)
         notes += missing
-        for c in rows:
-            if c["weight"] <= 0:
-                continue
-            entries.append(
+        entries = [
+            {
+                "name": backend_name(model["deployment"], c["cluster"]),
+                "namespace": model["namespace"],
+                "address": c["address"],
+                "port": str(c["port"]),
+                "labels": {
+                    "gpufleet.io/cluster": c["cluster"],
+                    LABEL_DEPLOYMENT: model["deployment"],
+                    "gpufleet.io/path": model["path"],
+                    "gpufleet.io/weight": str(c["weight"]),
+                    "gpufleet.io/priority": str(c["priority"]),
+                },
+            }
+            for c in rows
+            if c["weight"] > 0
+        ]
+        text = json.dumps({"endpoints": entries}, sort_keys=True, separators=(",", ":")) + "\n"
+        objs.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": _meta(llmd_configmap_name(fleet, str(model["deployment"])), namespace, fleet),
+                "data": {LLMD_FILE_KEY: text},
+            }
+        )
+    return objs, notes
+
+
+def llmd_configmap_name(fleet: str, deployment: str) -> str:
+    """``gpufleet-llmd-endpoints-<fleet>.<deployment>``: the endpoints file of one model's endpoint picker (a dot
+    holds neither in a fleet's name nor in a deployment's, so no two fleets' or models' files share a name)."""
+    base = k8s_name("gpufleet-llmd-endpoints-" + (fleet or "fleet"))
+    return f"{base}.{k8s_name(deployment)}"
+
+
+def artifact_name(fleet: str) -> str:
+    """The artifact's index ConfigMap: ``gpufleet-routing-<fleet>`` (the name the single ConfigMap had before)."""
+    return k8s_name(f"gpufleet-routing-{fleet or 'fleet'}")
+
+
+def model_configmap_name(fleet: str, deployment: str, part: int = 1) -> str:
+    """``<index>.<deployment>`` (part 1) and ``<index>.<deployment>.<part>``: a ConfigMap name is a DNS subdomain, and
+    neither the index's name nor a deployment's holds a dot, so no fleet's pieces can take another fleet's names."""
+    base = f"{artifact_name(fleet)}.{k8s_name(deployment)}"
+    return base if part == 1 else f"{base}.{part}"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _digest(model: Mapping[str, Any]) -> str:
+    return hashlib.sha256(_compact(model).encode()).hexdigest()
+
+
+def _chunks(model: Mapping[str, Any], budget: int) -> list[list[Any]]:
+    """The model's clusters cut so that each part's JSON stays under ``budget`` bytes (the first part also carries
+    the model's other fields); at least one part, at least one cluster in a part that has any."""
+    head = {k: v for k, v in model.items() if k != "clusters"}
+    out: list[list[Any]] = [[]]
+    used = len(_compact(head).encode()) + PART_OVERHEAD
+    for row in model.get("clusters") or []:
+        cost = len(_compact(row).encode()) + 1
+        if out[-1] and used + cost > budget:
+            out.append([])
+            used = PART_OVERHEAD
+        out[-1].append(row)
+        used += cost
+    return out
+
+
+def artifact_objects(artifact: Mapping[str, Any], namespace: str, part_bytes: int = PART_BYTES) -> list[dict[str, Any]]:
+    """The artifact as ConfigMaps on the hub / in ``_fleet/routing/``: per model (deployment) one ConfigMap
+    :func:`model_configmap_name` (key ``routing.json``, compact JSON ``{version, layout: part, fleet, deployment,
+    part, parts, model}``), cut into numbered parts when its clusters would pass ``part_bytes``; then the index
+    :func:`artifact_name` (``{version, fleet, mode, renderer, layout: index, models: [{deployment, namespace,
+    configmaps, sha256}]}``, indented: people read it). The parts come first, the index last: a reader that follows
+    the index finds every part it names (the hub applies them in this order; the prune deletes afterwards).
+    :func:`assemble_artifact` reads them back into the artifact."""
+    fleet = str(artifact.get("fleet") or "")
+    parts: list[dict[str, Any]] = []
+    index_models: list[dict[str, Any]] = []
+    for model in artifact.get("models") or []:
+        dep = str(model["deployment"])
+        chunks = _chunks(model, part_bytes)
+        names = [model_configmap_name(fleet, dep, i + 1) for i in range(len(chunks))]
+        head = {k: v for k, v in model.items() if k != "clusters"}
+        for i, rows in enumerate(chunks):
+            body = {**head, "clusters": rows} if i == 0 else {"clusters": rows}
+            doc = {
+                "version": ROUTING_VERSION,
+                "layout": LAYOUT_PART,
+                "fleet": fleet,
+                "deployment": dep,
+                "part": i + 1,
+                "parts": len(chunks),
+                "model": body,
+            }
+            parts.append(
                 {
-                    "name": backend_name(model["deployment"], c["cluster"]),
-                    "namespace": model["namespace"],
-                    "address": c["address"],
-                    "port": str(c["port"]),
-                    "labels": {
-                        "gpufleet.io/cluster": c["cluster"],
-                        LABEL_DEPLOYMENT: model["deployment"],
-                        "gpufleet.io/path": model["path"],
-                        "gpufleet.io/weight": str(c["weight"]),
-                        "gpufleet.io/priority": str(c["priority"]),
-                    },
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": _meta(names[i], namespace, fleet, dep),
+                    "data": {ARTIFACT_KEY: _compact(doc) + "\n"},
                 }
             )
-    text = json.dumps({"endpoints": entries}, indent=1, sort_keys=True) + "\n"  # JSON is YAML: the plugin reads both
-    obj = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(k8s_name(f"gpufleet-llmd-endpoints-{fleet or 'fleet'}"), namespace, fleet),
-        "data": {LLMD_FILE_KEY: text},
-    }
-    return [obj], notes
-
-
-def artifact_object(artifact: Mapping[str, Any], namespace: str) -> dict[str, Any]:
-    """The artifact as a ConfigMap on the hub / in ``_fleet/routing/`` (what the routing was, for people and tools)."""
-    fleet = str(artifact.get("fleet") or "")
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(k8s_name(f"gpufleet-routing-{fleet or 'fleet'}"), namespace, fleet),
-        "data": {ARTIFACT_KEY: json.dumps(dict(artifact), indent=1, sort_keys=True) + "\n"},
-    }
+        index_models.append(
+            {"deployment": dep, "namespace": model.get("namespace"), "configmaps": names, "sha256": _digest(model)}
+        )
+    index = {k: v for k, v in artifact.items() if k != "models"}
+    index.update(layout=LAYOUT_INDEX, models=index_models)
+    return [
+        *parts,
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(artifact_name(fleet), namespace, fleet),
+            "data": {ARTIFACT_KEY: json.dumps(index, indent=1, sort_keys=True) + "\n"},
+        },
+    ]
 
 
 def hub_objects(
@@ -513,11 +611,12 @@ def hub_objects(
     gateway: Mapping[str, Any] | None = None,
     namespace: str = "gpufleet-routing",
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """The hub's objects for ``renderer`` (the artifact's ConfigMap always first) and lines naming what could not be
-    routed. ``gateway``: the hub Gateway (``{name, namespace, section_name}``), required by httproute and aigateway.
+    """The hub's objects for ``renderer`` (the artifact's ConfigMaps always first: :func:`artifact_objects`) and lines
+    naming what could not be routed. ``gateway``: the hub Gateway (``{name, namespace, section_name}``), required by
+    httproute and aigateway.
     ``namespace``: where the artifact and the llm-d ConfigMap live (routes live in their model's namespace)."""
     renderer = parse_renderer(renderer)
-    objs = [artifact_object(artifact, namespace)]
+    objs = artifact_objects(artifact, namespace)
     if renderer == NONE:
         return objs, []
     if renderer in (HTTPROUTE, AIGATEWAY):
@@ -544,8 +643,8 @@ def routing_relpath(obj: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def read_artifact(obj: Any) -> dict[str, Any] | None:
-    """The routing artifact a ``_fleet/routing/`` ConfigMap holds (untrusted: None when it is not one)."""
+def _document(obj: Any) -> dict[str, Any] | None:
+    """The JSON a routing ConfigMap holds (untrusted: None when it is not one of this version)."""
     if not isinstance(obj, Mapping) or obj.get("kind") != "ConfigMap":
         return None
     text = (obj.get("data") or {}).get(ARTIFACT_KEY) if isinstance(obj.get("data"), Mapping) else None
@@ -555,9 +654,76 @@ def read_artifact(obj: Any) -> dict[str, Any] | None:
         doc = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(doc, Mapping) or doc.get("version") != ROUTING_VERSION or not isinstance(doc.get("models"), list):
+    if not isinstance(doc, Mapping) or doc.get("version") != ROUTING_VERSION:
         return None
     return dict(doc)
+
+
+def read_artifact(obj: Any) -> dict[str, Any] | None:
+    """The whole routing artifact one ConfigMap holds: the single ConfigMap earlier versions wrote (read for one
+    release, so that an upgraded render still knows what the last routing file sends traffic to); None for anything
+    else, the index and parts of the split form included (:func:`assemble_artifact`)."""
+    doc = _document(obj)
+    if doc is None or "layout" in doc or not isinstance(doc.get("models"), list):
+        return None
+    return doc
+
+
+def _model_of(entry: Any, namespace: str, docs: Mapping[tuple[str, str], Mapping[str, Any]], fleet: str) -> Any:
+    """The model an index entry names, from its parts; None when a part is missing or does not fit the others."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("configmaps"), list) or not entry["configmaps"]:
+        return None
+    names = entry["configmaps"]
+    rows: list[Any] = []
+    model: dict[str, Any] | None = None
+    for number, name in enumerate(names, start=1):
+        part = docs.get((namespace, str(name)))
+        body = (part or {}).get("model")
+        if (
+            part is None
+            or part.get("layout") != LAYOUT_PART
+            or part.get("fleet") != fleet
+            or part.get("deployment") != entry.get("deployment")
+            or part.get("part") != number
+            or part.get("parts") != len(names)
+            or not isinstance(body, Mapping)
+            or not isinstance(body.get("clusters"), list)
+        ):
+            return None
+        if model is None:
+            model = dict(body)
+        rows += body["clusters"]
+    if model is None:
+        return None
+    model["clusters"] = rows
+    if entry.get("sha256") != _digest(model):  # parts of different runs (a torn read, a partial revert)
+        return None
+    return model
+
+
+def assemble_artifact(objects: Iterable[Any], fleet: str) -> dict[str, Any] | None:
+    """The routing artifact of ``fleet`` from its ConfigMaps (``objects``: what ``_fleet/routing/`` or the hub holds,
+    untrusted): the index and every part it names (:func:`artifact_objects`), in the index's namespace; or, when
+    there is no index, the single ConfigMap of earlier versions (:func:`read_artifact`). A model whose parts are
+    missing or do not match the index's digest is left out (nothing of it counts as routed); None when there is
+    neither form."""
+    docs: dict[tuple[str, str], dict[str, Any]] = {}
+    for obj in objects:
+        doc = _document(obj)
+        meta = obj.get("metadata") if doc is not None else None
+        if doc is None or not isinstance(meta, Mapping) or doc.get("fleet") != fleet:
+            continue
+        docs[(str(meta.get("namespace") or ""), str(meta.get("name")))] = doc
+    for (namespace, _name), doc in sorted(docs.items()):
+        if doc.get("layout") == LAYOUT_INDEX and isinstance(doc.get("models"), list):
+            out = {k: v for k, v in doc.items() if k not in ("layout", "models")}
+            models = [_model_of(entry, namespace, docs, fleet) for entry in doc["models"]]
+            out["models"] = [m for m in models if m is not None]
+            return out
+    for _key, doc in sorted(docs.items()):
+        if "layout" not in doc and isinstance(doc.get("models"), list):
+            return doc
+    return None
 
 
 def routed_weights(artifact: Mapping[str, Any] | None) -> dict[tuple[str, str], int]:
@@ -602,11 +768,11 @@ def _json_size(value: Any) -> int:
 
 
 def artifact_file(fleet: str, namespace: str) -> str:
-    """The render-directory path of the artifact's ConfigMap (:func:`artifact_object`, :func:`routing_relpath`)."""
+    """The render-directory path of the artifact's index ConfigMap (:func:`artifact_objects`, :func:`routing_relpath`)."""
     return routing_relpath(
         {
             "kind": "ConfigMap",
-            "metadata": {"namespace": namespace, "name": k8s_name(f"gpufleet-routing-{fleet or 'fleet'}")},
+            "metadata": {"namespace": namespace, "name": artifact_name(fleet)},
         }
     )
 
@@ -660,7 +826,7 @@ def routing_summary(
     per = {str(m["deployment"]): model_summary(m) for m in artifact.get("models") or []}
     short = sorted(name for name, m in per.items() if m["short"])
     over = sorted(name for name, m in per.items() if m["over"])
-    configmap = {"namespace": namespace, "name": k8s_name(f"gpufleet-routing-{fleet or 'fleet'}"), "key": ARTIFACT_KEY}
+    configmap = {"namespace": namespace, "name": artifact_name(fleet), "key": ARTIFACT_KEY}
     pointer: dict[str, Any] = {"configmap": configmap}
     if render_dir:
         pointer["render_dir"] = str(render_dir)

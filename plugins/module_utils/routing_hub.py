@@ -18,10 +18,11 @@ from typing import Any
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import LABEL_FLEET
 from ansible_collections.gpufleet.serving.plugins.module_utils.errors import GpufleetError
+from ansible_collections.gpufleet.serving.plugins.module_utils.object_size import check_data_size
 from ansible_collections.gpufleet.serving.plugins.module_utils.routing import (
     ROUTING_DIR,
     ROUTING_OWNER,
-    read_artifact,
+    assemble_artifact,
 )
 
 #: A routing artifact file larger than this is not read (a planted file must not exhaust memory).
@@ -66,10 +67,12 @@ def sync_hub(
     """Apply ``objects`` to the hub (namespaces created when missing; an object the hub already holds as rendered is
     not applied again: :func:`.fleet.reconcile.is_current`), then delete this fleet's routing objects that are not among
     them. Raises the client's ``ClusterError`` (a :class:`.errors.GpufleetError`) on any API failure: nothing after it
-    is done, so no replica is deleted on the strength of a weight the hub never stored."""
+    is done, so no replica is deleted on the strength of a weight the hub never stored. A ConfigMap or Secret over
+    the 1 MiB the API server accepts is refused before anything is applied (:func:`.object_size.check_data_size`)."""
     from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.reconcile import is_current, stamped
 
     objs = [stamped(o) for o in objects]
+    check_data_size(objs, f"gpufleet_routing_hub {getattr(api, 'name', '')}".rstrip())
     out = HubOutcome()
     selector = [f"{k}={v}" for k, v in ROUTING_OWNER.items()] + ([f"{LABEL_FLEET}={fleet_name}"] if fleet_name else [])
     live: dict[str, dict[str, Any]] = {}
@@ -105,9 +108,12 @@ def sync_hub(
 
 
 def read_routing_artifact(render_dir: str | Path, fleet_name: str) -> dict[str, Any] | None:
-    """The routing artifact the last run wrote to ``<render_dir>/_fleet/routing/`` for ``fleet_name`` (the ConfigMap
-    labelled as this fleet's routing), or None. The render directory is untrusted: files are read without following
-    symlinks, a symlinked directory is refused (:func:`.manifest_dir.check_path`), anything unreadable is ignored."""
+    """The routing artifact the last run wrote to ``<render_dir>/_fleet/routing/`` for ``fleet_name``, or None: its
+    index ConfigMap and the parts it names (:func:`.routing.assemble_artifact`), or the single ConfigMap an earlier
+    version wrote. Only ConfigMap files (``<namespace>.configmap-<name>.yaml``) labelled as this fleet's routing are
+    read (a renderer's thousands of Services are not parsed). The render directory is untrusted: files are read
+    without following symlinks, a symlinked directory is refused (:func:`.manifest_dir.check_path`), a file larger
+    than :data:`ARTIFACT_BYTES` or unreadable is ignored."""
     import yaml  # the render directory needs PyYAML (manifest_dir); imported where it is read
 
     from ansible_collections.gpufleet.serving.plugins.module_utils.manifest_dir import (
@@ -121,10 +127,11 @@ def read_routing_artifact(render_dir: str | Path, fleet_name: str) -> dict[str, 
     root = Path(os.path.abspath(render_dir))
     rel_dir = f"{FLEET_DIR}/{ROUTING_DIR}"
     check_path(root, f"{rel_dir}/_")
+    found: list[Any] = []
     for entry in _entries(root, root / rel_dir):
-        if not entry.name.endswith(".yaml") or not entry.is_file(follow_symlinks=False):
+        if not entry.name.endswith(".yaml") or ".configmap-" not in entry.name:
             continue
-        if entry.stat(follow_symlinks=False).st_size > ARTIFACT_BYTES:
+        if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_size > ARTIFACT_BYTES:
             continue
         try:
             obj = yaml.safe_load(_read_text(root / rel_dir / entry.name) or "")
@@ -135,7 +142,5 @@ def read_routing_artifact(render_dir: str | Path, fleet_name: str) -> dict[str, 
             or (obj.get("metadata") or {}).get("labels", {}).get(LABEL_FLEET) != fleet_name
         ):
             continue
-        artifact = read_artifact(obj)
-        if artifact is not None and artifact.get("fleet") == fleet_name:
-            return artifact
-    return None
+        found.append(obj)
+    return assemble_artifact(found, fleet_name)

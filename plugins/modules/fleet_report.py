@@ -16,14 +16,19 @@ description:
     callback with C(callback_result_format = yaml) as a block of lines).
   - With O(level=summary) only O(summary) is printed (the placement table and the summary line); the report file
     holds everything.
-  - With O(report_file), writes the machine-readable report there (JSON, atomically, only when it changed) - the
-    summary, every deployment with its replicas and their readiness, every cluster's pools, nodes and devices with
-    what holds each one, drift, what was removed or lost, and the text lines. It never holds a secret - no pod
+  - With O(report_file), writes the machine-readable report there (JSON, version 2, atomically, only when it
+    changed) - the summary, every deployment with its replicas and their readiness, every cluster's pools, nodes and
+    devices with what holds each one, drift, what was removed or lost, and the text lines. It never holds a secret - no pod
     template, environment, connection or provisioning setting is read, and every text in it has URLs redacted.
   - With O(html_file), writes C(fleet.html) there, a self-contained page (inline SVG, no script, nothing loaded from
     the network) drawing clusters x pools x nodes x devices (used by which deployment and replica, free, held by
     other workloads, nodes tainted, cordoned, missing or drifted (what observed capacity knows, apply mode)) and per
     deployment its replicas and their readiness. From the placement in render mode, from the clusters in apply mode.
+  - A fleet of more than 200 clusters is drawn on several pages - the main page (O(html_file)) holds the summary, what
+    needs attention, every deployment's line, the clusters that need attention drawn in full and an index of every
+    cluster; cluster pages (C(clusters-NNN.html), at most 100 clusters and about 2 MB each) in a directory beside it
+    named after it (C(fleet.html) - C(fleet/)) draw every cluster. Pages no longer needed are removed (only pages this
+    module wrote). A symlink where a report file or page goes fails the task before anything is written.
 author:
   - gpufleet.serving contributors (@gpufleet)
 extends_documentation_fragment:
@@ -140,4 +145,7 @@ gpufleet_report:
     html:
       description: The fleet picture's path (null when none was written).
       type: str
+    html_pages:
+      description: How many cluster pages were written beside the fleet picture (0 up to 200 clusters).
+      type: int
 """

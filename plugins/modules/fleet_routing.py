@@ -18,17 +18,20 @@ description:
   - In render mode a replica is Ready when it is placed and its cluster is not draining. In apply mode the replicas
     in O(pending) (not Ready after the workloads' wait) are not.
   - Renders it for the hub cluster with O(renderer) - a Gateway API HTTPRoute with weighted backends, an Envoy AI
-    Gateway AIGatewayRoute, or the llm-d router's multicluster endpoints file - plus the artifact as a ConfigMap.
+    Gateway AIGatewayRoute, or the llm-d router's multicluster endpoints file - plus the artifact as ConfigMaps - an
+    index C(gpufleet-routing-<fleet>) naming, per model, the ConfigMaps C(gpufleet-routing-<fleet>.<deployment>)
+    (and numbered parts C(.<n>) past 128 KiB) that hold it, each far under the 1 MiB a ConfigMap may hold.
+  - A ConfigMap or Secret over 1 MiB of data fails the task naming it, before anything is written or applied.
   - With O(render_dir), writes them under C(_fleet/routing/) of the render directory (atomically, never through a
     symlink; this fleet's routing files no longer rendered are removed). With O(hub) in apply mode, server-side
     applies them to the hub, awaits the API server's answer for each, then deletes this fleet's routing objects no
-    longer rendered.
+    longer rendered (the artifact's parts before its index, deletions last).
   - Returns, and publishes as the custom stat C(gpufleet_routing) (AWX artifact) with O(publish_stats), a bounded
     summary of the artifact (at most 64 KB of JSON whatever the fleet's size) pointing at the whole artifact - the
-    ConfigMap file under C(_fleet/routing/) of the render directory, and the ConfigMap on the hub. The artifact and
+    index ConfigMap's file under C(_fleet/routing/) of the render directory, and that ConfigMap on the hub. The artifact and
     the hub's objects are handed to later tasks through files in the run's private local temporary directory
     (RV(artifact), RV(objects)); they are never in the task result (issue 26 - at 5,000 clusters the artifact is
-    about 0.9 MB and the objects about 4 MB, and AWX blanks a job event over 700,000 characters).
+    about 1 MB and the objects about 4 MB, and AWX blanks a job event over 700,000 characters).
 author:
   - gpufleet.serving contributors (@gpufleet)
 options:
@@ -132,9 +135,9 @@ RETURN = r"""
 routing:
   description:
     - A bounded summary of the routing artifact (at most 64 KB of JSON whatever the fleet's size), also the custom
-      stat C(gpufleet_routing). The whole artifact is the ConfigMap named in C(artifact) (key C(routing.json)) - its
-      file under C(_fleet/routing/) of the render directory in render mode, the hub's object in apply mode with a
-      hub - and RV(artifact) in this run.
+      stat C(gpufleet_routing). The whole artifact is the index ConfigMap named in C(artifact) (key C(routing.json))
+      and the ConfigMaps it names - their files under C(_fleet/routing/) of the render directory in render mode, the
+      hub's objects in apply mode with a hub - and RV(artifact) in this run.
     - C(models) - per deployment its C(namespace), C(desired), C(ready) (the Ready replicas routed to), C(weight) (in
       all), C(endpoints) (clusters with weight above 0) and C(clusters) (all, draining ones included), the priority
       C(tiers) of its endpoints, C(draining) and C(unroutable) (no C(gpufleet_routing_address)) clusters, C(leaving)
@@ -175,7 +178,7 @@ artifact:
   sample: {gpufleet_handoff: routing, path: /home/u/.ansible/tmp/ansible-local-123/gpufleet-routing-1f0c.json,
            sha256: 1f0c..., chars: 2310, items: 5}
 objects:
-  description: The hub's objects (the artifact's ConfigMap first), handed off through a file like RV(artifact).
+  description: The hub's objects (the artifact's ConfigMaps first, its index last of them), handed off through a file like RV(artifact).
   returned: success
   type: dict
   sample: {gpufleet_handoff: routing-objects, path: /home/u/.ansible/tmp/ansible-local-123/gpufleet-routing-objects-9a7e.json,

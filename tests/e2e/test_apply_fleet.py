@@ -970,13 +970,8 @@ def test_observed_capacity_places_around_faults_and_reports_drift(fleet: Fleet) 
         assert nodes[(beta, cordoned)]["state"] == "unavailable" and "cordoned" in nodes[(beta, cordoned)]["causes"]
         assert nodes[(alpha, sliced)]["state"] == "drifted"
         assert nodes[(gamma, tainted)]["state"] == "tainted"
-        foreign = [
-            d["name"]
-            for (cluster, _node), n in nodes.items()
-            if cluster == host
-            for d in n.get("devices") or []
-            if d["state"] == "foreign"
-        ]
+        # report.json version 2: a node names the devices other workloads' claims hold under `foreign`
+        foreign = [d for (cluster, _node), n in nodes.items() if cluster == host for d in n.get("foreign") or []]
         assert len(foreign) == 5, foreign
         page = (fleet.work / "fleet-observed.html").read_text()
         for state in ("unavailable", "drifted", "tainted", "foreign"):
@@ -1038,10 +1033,24 @@ def a10g_nodes(fleet: Fleet, host: str) -> list[str]:
     return [n for n in free_gpu_nodes(fleet, host) if n.startswith("a10g-")]
 
 
-def test_a_scale_down_frees_the_nodes_another_deployments_new_replica_needs_in_the_same_run(fleet: Fleet) -> None:
+@pytest.mark.parametrize("routed", [False, True], ids=["no-hub", "routing-hub"])
+def test_a_scale_down_frees_the_nodes_another_deployments_new_replica_needs_in_the_same_run(
+    fleet: Fleet, routed: bool
+) -> None:
     """One run scales swap-x down on lf-gamma and adds swap-y on the A10G node that frees: the run removes swap-x's
     dropped replica before it waits for swap-y (fleet.reconcile.removals_first), so swap-y becomes Ready in that run
-    (before, the run awaited swap-y first and timed out with "not reconciled")."""
+    (before, the run awaited swap-y first and timed out with "not reconciled").
+
+    With a routing hub the first stage deletes nothing (the hub stops routing to swap-x's replica first): it no
+    longer awaits swap-y there (it waited out the whole timeout before the hub routed and the second stage freed the
+    node); the run takes less than one timeout."""
+    hub = [
+        f"gpufleet_routing_hub={fleet.names[0]}",
+        "gpufleet_fleet_routing=llmd",
+        "gpufleet_routing_address=gw.local.test",
+    ]
+    routing = [arg for var in hub for arg in ("-e", var)] if routed else []
+    timeout = 120
     free = a10g_nodes(fleet, "lf-gamma")
     assert free, [n["metadata"]["name"] for n in fleet.list("lf-gamma", "", "v1", "nodes")]
     path = fleet.inventory / "group_vars" / "all" / "deployments.yml"
@@ -1061,20 +1070,23 @@ def test_a_scale_down_frees_the_nodes_another_deployments_new_replica_needs_in_t
     try:
         data["gpufleet_model_deployments"].append(pinned("swap-x", len(free)))
         path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
-        fleet.playbook("deploy.yml")
+        fleet.playbook("deploy.yml", *routing)
         assert a10g_nodes(fleet, "lf-gamma") == []  # swap-x holds every free A10G node
         x = replicas(fleet, "swap-x")
         assert len(x) == len(free)
         data["gpufleet_model_deployments"][-1]["replicas"] = len(free) - 1
         data["gpufleet_model_deployments"].append(pinned("swap-y", 1))
         path.write_text("---\n" + yaml.safe_dump(data, sort_keys=False))
-        proc = fleet.playbook("deploy.yml", "-e", "model_deployment_wait_timeout=120", check=False)
+        started = time.monotonic()
+        proc = fleet.playbook("deploy.yml", "-e", f"model_deployment_wait_timeout={timeout}", *routing, check=False)
+        took = time.monotonic() - started
         assert proc.returncode == 0, proc.stdout[-4000:]
         assert len(replicas(fleet, "swap-y")) == 1 and len(replicas(fleet, "swap-x")) == len(free) - 1
         assert_all_ready(fleet)
+        assert took < timeout, f"the run took {took:.0f}s: something waited out the {timeout}s timeout"
     finally:
         path.write_text(original)
-        fleet.playbook("deploy.yml")
+        fleet.playbook("deploy.yml", *routing)
     assert replicas(fleet, "swap-x") == {} and replicas(fleet, "swap-y") == {}
 
 

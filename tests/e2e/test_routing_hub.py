@@ -21,6 +21,9 @@ OWNER = "app.kubernetes.io/managed-by=gpufleet.serving"
 FLEET = "e2e"
 MINE = f"{OWNER},gpufleet.io/fleet={FLEET}"
 ROUTING = f"{OWNER},gpufleet.io/component=routing,gpufleet.io/fleet={FLEET}"
+#: The routing artifact is split (docs/routing.md): the index names chat's ConfigMap, which holds its weights.
+INDEX = f"gpufleet-routing-{FLEET}"
+CHAT = f"{INDEX}.chat"
 
 
 def chat_replicas(fleet: Fleet) -> dict[str, list[str]]:
@@ -35,12 +38,11 @@ def chat_replicas(fleet: Fleet) -> dict[str, list[str]]:
 
 
 def weights(cm: Any) -> dict[str, int]:
-    """chat's weight per cluster in the routing artifact ConfigMap."""
+    """chat's weight per cluster in its routing ConfigMap (one part: six replicas are far from 128 KiB)."""
     doc = json.loads((cm.data or {}).get("routing.json") or "{}")
-    for model in doc.get("models") or []:
-        if model["deployment"] == "chat":
-            return {c["cluster"]: c["weight"] for c in model["clusters"]}
-    return {}
+    if doc.get("layout") != "part" or doc.get("deployment") != "chat" or doc.get("parts") != 1:
+        return {}
+    return {c["cluster"]: c["weight"] for c in doc["model"]["clusters"]}
 
 
 def test_a_drain_stores_weight_0_on_the_hub_before_the_old_replica_is_deleted(fleet: Fleet) -> None:
@@ -57,7 +59,10 @@ def test_a_drain_stores_weight_0_on_the_hub_before_the_old_replica_is_deleted(fl
     from kubernetes import client
 
     artifact = client.CoreV1Api(fleet.api(hub)).list_config_map_for_all_namespaces(label_selector=ROUTING).items
-    (cm,) = [c for c in artifact if c.metadata.name == "gpufleet-routing-e2e"]
+    (index,) = [c for c in artifact if c.metadata.name == INDEX]
+    models = json.loads(index.data["routing.json"])["models"]
+    assert [m["configmaps"] for m in models if m["deployment"] == "chat"] == [[CHAT]]
+    (cm,) = [c for c in artifact if c.metadata.name == CHAT]
     assert weights(cm) == {c: len(r) for c, r in placed.items()}
     # a second run writes nothing to the hub (its objects are current)
     versions = {c.metadata.name: c.metadata.resource_version for c in artifact}
@@ -75,7 +80,7 @@ def test_a_drain_stores_weight_0_on_the_hub_before_the_old_replica_is_deleted(fl
         w = watch.Watch()
         with contextlib.suppress(Exception):
             for ev in w.stream(api.list_config_map_for_all_namespaces, label_selector=ROUTING, timeout_seconds=240):
-                if ev["object"].metadata.name == "gpufleet-routing-e2e":
+                if ev["object"].metadata.name == CHAT:
                     events.append((time.monotonic(), "weights", weights(ev["object"])))
                 if stop.is_set():
                     w.stop()
@@ -108,11 +113,9 @@ def test_a_drain_stores_weight_0_on_the_hub_before_the_old_replica_is_deleted(fl
         assert deleted_at, events
         assert min(zero_at) < min(deleted_at), "the old replica was deleted before the hub routed around it"
         # the new replicas entered the weights only once Ready: the final weights count every placed replica
-        final = client.CoreV1Api(fleet.api(hub)).read_namespaced_config_map(
-            "gpufleet-routing-e2e", cm.metadata.namespace
-        )
+        final = client.CoreV1Api(fleet.api(hub)).read_namespaced_config_map(CHAT, cm.metadata.namespace)
         assert weights(final) == {c: len(r) for c, r in after.items()}
-        endpoints = [c for c in artifact if c.metadata.name == "gpufleet-llmd-endpoints-e2e"]
+        endpoints = [c for c in artifact if c.metadata.name == f"gpufleet-llmd-endpoints-{FLEET}.chat"]
         assert endpoints, [c.metadata.name for c in artifact]
     finally:
         stop.set()

@@ -209,3 +209,82 @@ def placement(capacity: str = "observed", drained: tuple[str, ...] = ("beta",)) 
         "held": [],
         "blocked": [],
     }
+
+
+#: Clusters of :func:`large` that need attention, and why: drained (a badge), a pool overcommitted (a record beyond
+#: its nodes), not reconciled (apply mode), and a replica pending.
+DRAINED, OVERCOMMITTED, NOT_RECONCILED, PENDING = "cluster-0007", "cluster-0123", "cluster-0260", "cluster-0301"
+
+
+def _record(dep: str, cluster: str, index: int, pool: str, node: int, devices: list[str]) -> dict[str, Any]:
+    member = {"role": "Standalone", "pool": pool, "nodes": 1, "allocations": [{"node": node, "devices": devices}]}
+    return {
+        "deployment": dep,
+        "cluster": cluster,
+        "index": index,
+        "name": f"{dep}-{cluster}-{index}",
+        "engines": [{"name": "main", "copies": 1, "members": [member]}],
+    }
+
+
+def large(clusters: int = 350, evil: str | None = None) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A fleet past the picture's split threshold, built in-process without placing (fast): ``clusters`` clusters of
+    two pools (``dgx``: 2 nodes of 8 H100s, ``l4``: 4 nodes of one L4); ``chat`` has a replica on every cluster's l4
+    node 0, ``pairs`` one on every other cluster's dgx node 0 (2 GPUs), ``huge`` none (Degraded). The clusters of
+    :data:`DRAINED` .. :data:`PENDING` need attention. ``evil``: the name of cluster 1 (markup). Returns the fleet,
+    the placement and build_view's keyword arguments (apply mode)."""
+    names = [f"cluster-{i:04d}" for i in range(clusters)]
+    if evil:
+        names[1] = evil
+    deployments = [
+        deployment("chat", clusters, 1, names),
+        deployment("pairs", (clusters + 1) // 2, 2, names),
+        deployment("huge", 2, 8, names, memory="80Gi"),
+    ]
+    fleet = {
+        "name": "large",
+        "classes": CLASSES,
+        "clusters": [
+            {
+                "name": n,
+                "provider": "existing",
+                "pools": [
+                    {"name": "dgx", "class": "h100-8x", "nodes": 2},
+                    {"name": "l4", "class": "l4-1x", "nodes": 4},
+                ],
+                "taints": [],
+                "ready": True,
+            }
+            for n in names
+        ],
+        "deployments": deployments,
+        "caches": [],
+    }
+    replicas = [_record("chat", n, i, "l4", 0, ["gpu-0"]) for i, n in enumerate(names)]
+    replicas += [_record("pairs", n, i // 2, "dgx", 0, ["gpu-0", "gpu-1"]) for i, n in enumerate(names) if i % 2 == 0]
+    replicas.append(_record("chat", OVERCOMMITTED, clusters, "l4", 6, ["gpu-0"]))  # beyond the pool's 4 nodes
+    scheduled = {"chat": clusters + 1, "pairs": (clusters + 1) // 2, "huge": 0}
+    desired = {"chat": clusters + 1, "pairs": (clusters + 1) // 2, "huge": 2}
+    status = {d: "Ready" if scheduled[d] == desired[d] else "Degraded" for d in desired}
+    placement = {
+        "replicas": replicas,
+        "results": {
+            d: {"desired": desired[d], "scheduled": scheduled[d], "condition": {"reason": "r", "message": "m"}}
+            for d in desired
+        },
+        "status": status,
+        "degraded": ["huge"],
+        "shortfalls": ["huge"],
+        "drift": [],
+        "drift_lines": [],
+    }
+    pending = {"cluster": PENDING, "deployment": "chat", "name": f"chat-{PENDING}-301-main", "message": "0/1 ready"}
+    options = {
+        "mode": "apply",
+        "capacity": "declared",
+        "drained": [DRAINED],
+        "applied": {"pending": [pending], "clusters": {}},
+        "not_reconciled": {NOT_RECONCILED: "connection refused"},
+        "summary": "2 deployment(s) Ready; Degraded (see above): huge.",
+    }
+    return fleet, placement, options

@@ -8,14 +8,25 @@ browser as well), so it opens from a CI artifact, a mail attachment or a file sh
 
 Every string drawn comes from the inventory or from the clusters (node names, taint values, claim names): untrusted
 input, escaped for HTML wherever it is written, in text and in attributes alike (:func:`_e`). Geometry is computed
-here from counts, colours come from a fixed palette; nothing a user wrote ends up in a tag, an attribute name, a
-style or a URL.
+here from counts, colours come from a fixed palette; nothing from the inventory or the clusters ends up in a tag, an
+attribute name, a style or a URL.
+
+A fleet of more than :data:`SPLIT_OVER` clusters is drawn on several pages (:func:`render_picture`): the main page
+holds the summary, what needs attention, every deployment's line, the clusters that need attention drawn in full (at
+most :data:`MAIN_DRAWN`) and an index of every cluster; each cluster page beside it (``<page's name>/clusters-NNN.html``,
+at most :data:`CLUSTERS_PER_PAGE` clusters and about :data:`PAGE_BYTES` of drawings) draws its clusters and the
+replicas on them. The only URLs are the relative links between these pages: page numbers, cluster indexes and the
+page file's own name, percent-encoded.
 """
 
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.view import (
     CONTENDED,
@@ -25,6 +36,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.view import
     IDLE,
     IN_USE,
     MISSING,
+    NOT_RECONCILED,
     OVERCOMMITTED,
     PENDING,
     READY,
@@ -36,6 +48,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.view import
     FleetView,
     NodeTile,
     PoolView,
+    ReplicaView,
 )
 
 #: One colour per deployment, in inventory order (then round again). None of them is a state colour.
@@ -125,6 +138,14 @@ font-size:12px;white-space:nowrap}.replica.Ready{border-color:#59a14f}.replica.P
 border-color:#d62728}
 svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif}
 """
+#: The split picture's pages add these (a small fleet's page keeps :data:`_STYLE` alone, as it was).
+_SPLIT_STYLE = """
+section.attention,section.index,nav.pages{background:#fff;border:1px solid #ddd;border-radius:6px;padding:10px 14px;
+margin:0 0 14px}section.attention{border-color:#d62728}nav.pages a{margin-right:12px}
+.index a.cl{display:inline-block;font-size:12px;margin:1px 4px 1px 0;padding:0 5px;border-radius:4px;
+border:1px solid #ccc;color:#222;text-decoration:none}.index a.cl.bad{border-color:#d62728;background:#fdecea}
+ul.attention{color:#a01010}
+"""
 
 
 def _swatch(fill: str, title: str, stroke: str = "#555", dash: str = "") -> str:
@@ -159,17 +180,57 @@ def _status_badge(status: str) -> str:
     return f'<span class="badge {kind}">{_e(status)}</span>'
 
 
-def _deployments(view: FleetView) -> str:
+def _replica_span(r: ReplicaView) -> str:
+    return (
+        f'<span class="replica {_e(r.readiness)}" data-replica="{_e(r.name)}" data-cluster="{_e(r.cluster)}" '
+        f'data-readiness="{_e(r.readiness)}" title="{_e(r.detail or r.readiness)}">'
+        f"{_e(r.cluster)} #{r.index} \u00b7 {_e('/'.join(r.pools))} \u00b7 {_e(_readiness_word(r.readiness))}"
+        f"</span>"
+    )
+
+
+def _replicas_summed_up(d: DeploymentView, link: dict[str, str]) -> str:
+    """A deployment's replicas on the main page of a split picture: counts by readiness and by pool, then the ones
+    pending or not reconciled (at most :data:`MAIN_LISTED_REPLICAS`), each linked to its cluster's drawing."""
+    if not d.replicas:
+        return ""
+    by_state: dict[str, int] = {}
+    by_pool: dict[str, int] = {}
+    for r in d.replicas:
+        by_state[r.readiness] = by_state.get(r.readiness, 0) + 1
+        for pool in r.pools:
+            by_pool[pool] = by_pool.get(pool, 0) + 1
+    clusters = len({r.cluster for r in d.replicas})
+    states = ", ".join(f"{n} {_readiness_word(s)}" for s, n in sorted(by_state.items()))
+    pools = ", ".join(f"{p} \u00d7{n}" for p, n in sorted(by_pool.items(), key=lambda kv: (-kv[1], kv[0]))[:8])
+    more = f" (+{len(by_pool) - 8} more)" if len(by_pool) > 8 else ""
+    out = f'<div class="meta">{len(d.replicas)} on {clusters} cluster(s): {_e(states)} \u00b7 pools {_e(pools)}{more}</div>'
+    waiting = [r for r in d.replicas if r.readiness in (PENDING, NOT_RECONCILED)]
+    for r in waiting[:MAIN_LISTED_REPLICAS]:
+        out += f'<a href="{link[r.cluster]}">{_replica_span(r)}</a>' if r.cluster in link else _replica_span(r)
+    if len(waiting) > MAIN_LISTED_REPLICAS:
+        out += f'<span class="meta">and {len(waiting) - MAIN_LISTED_REPLICAS} more not running</span>'
+    return out
+
+
+def _deployments(
+    view: FleetView,
+    link: dict[str, str] | None = None,
+    only: set[str] | None = None,
+    heading: str = "Deployments",
+) -> str:
+    """Every deployment with its replicas; with ``link`` (a split picture's main page) their replicas summed up;
+    with ``only`` (a cluster page) the deployments with replicas on those clusters, and those replicas."""
     rows = []
     for d in view.deployments:
-        replicas = "".join(
-            f'<span class="replica {_e(r.readiness)}" data-replica="{_e(r.name)}" data-cluster="{_e(r.cluster)}" '
-            f'data-readiness="{_e(r.readiness)}" title="{_e(r.detail or r.readiness)}">'
-            f"{_e(r.cluster)} #{r.index} \u00b7 {_e('/'.join(r.pools))} \u00b7 {_e(_readiness_word(r.readiness))}"
-            f"</span>"
-            for r in d.replicas
-        )
-        why = "".join(f"<li>{_e(line)}</li>" for line in d.why + d.warnings)
+        if link is not None:
+            replicas = _replicas_summed_up(d, link)
+        else:
+            shown = d.replicas if only is None else [r for r in d.replicas if r.cluster in only]
+            if only is not None and not shown:
+                continue
+            replicas = "".join(_replica_span(r) for r in shown)
+        why = "".join(f"<li>{_e(line)}</li>" for line in d.why + d.warnings) if only is None else ""
         rows.append(
             f'<tr data-deployment="{_e(d.name)}" data-status="{_e(d.status)}">'
             f"<td>{_swatch(color_of(d), d.name)} <b>{_e(d.name)}</b>"
@@ -179,7 +240,7 @@ def _deployments(view: FleetView) -> str:
             f"<td>{replicas or '-'}{f'<ul>{why}</ul>' if why else ''}</td></tr>"
         )
     return (
-        '<section class="deployments" id="deployments"><h2>Deployments</h2><table>'
+        f'<section class="deployments" id="deployments"><h2>{_e(heading)}</h2><table>'
         "<tr><th>deployment</th><th>replicas</th><th>status</th><th>replicas: cluster #index \u00b7 pools \u00b7 "
         "readiness</th></tr>" + "".join(rows) + "</table></section>"
     )
@@ -346,7 +407,11 @@ def _pool_heading(pool: PoolView) -> str:
 _BAD_BADGES = ("unreachable", "not reconciled", "drained", "outside the play")
 
 
-def _cluster(cluster: ClusterView, deployments: dict[str, DeploymentView]) -> str:
+def _cluster(
+    cluster: ClusterView, deployments: dict[str, DeploymentView], anchor: str | None = None, page: str | None = None
+) -> str:
+    """A cluster's section. In a split picture: ``anchor`` its id (links reach it), ``page`` the link to its page
+    (from the main page), and why it needs attention above its pools."""
     badges = "".join(
         f'<span class="badge {"bad" if b in _BAD_BADGES else "warn"}">{_e(b)}</span>' for b in cluster.badges
     )
@@ -362,34 +427,57 @@ def _cluster(cluster: ClusterView, deployments: dict[str, DeploymentView]) -> st
             f"{f'<ul class=drift>{pool_notes}</ul>' if pool_notes else ''}</div>"
         )
     provider = f' <span class="meta">{_e(cluster.provider)}</span>' if cluster.provider else ""
+    split = ""
+    if anchor is not None:
+        reasons = "".join(f"<li>{_e(r)}</li>" for r in cluster.attention)
+        split = f"<ul class=attention>{reasons}</ul>" if reasons else ""
+        if page:
+            badges += f' <a class="meta" href="{page}">its page</a>'
+    ident = f' id="{anchor}"' if anchor is not None else ""
     return (
-        f'<section class="cluster" data-cluster="{_e(cluster.name)}"><h2>{_e(cluster.name)}{provider}{badges}</h2>'
-        f"{f'<ul class=drift>{notes}</ul>' if notes else ''}{''.join(pools) or '<p class=meta>no node pools</p>'}"
-        "</section>"
+        f'<section class="cluster"{ident} data-cluster="{_e(cluster.name)}"><h2>{_e(cluster.name)}{provider}{badges}</h2>'
+        f"{split}{f'<ul class=drift>{notes}</ul>' if notes else ''}"
+        f"{''.join(pools) or '<p class=meta>no node pools</p>'}</section>"
     )
 
 
-def render_html(view: FleetView, title: str | None = None) -> str:
-    """The page: a header with the summary, the legend, the deployments, then every cluster's pools."""
-    deployments = {d.name: d for d in view.deployments}
-    name = view.fleet or "fleet"
-    source = (
+def _source(view: FleetView) -> str:
+    return (
         "drawn from the clusters (apply mode; observed capacity where it was read)"
         if view.source == "clusters"
         else "drawn from the placement (render mode: what the rendered files ask for)"
     )
-    heading = title or f"gpufleet.serving \u00b7 {name}"
+
+
+def _heading(view: FleetView, title: str | None) -> str:
+    return title or f"gpufleet.serving \u00b7 {view.fleet or 'fleet'}"
+
+
+def _head(heading: str, split: bool = False, page: bool = False) -> str:
+    """The document's head: ``split`` adds the split picture's styles, ``page`` the mark of a cluster page."""
     return "".join(
         [
             "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
             # Nothing is loaded from anywhere: inline styles and SVG only.
             "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'\">",
             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-            f"<title>{_e(heading)}</title><style>{_STYLE}</style></head><body>",
+            GENERATOR if page else "",
+            f"<title>{_e(heading)}</title><style>{_STYLE}{_SPLIT_STYLE if split else ''}</style></head><body>",
             _DEFS,
+        ]
+    )
+
+
+def render_html(view: FleetView, title: str | None = None) -> str:
+    """The page: a header with the summary, the legend, the deployments, then every cluster's pools."""
+    deployments = {d.name: d for d in view.deployments}
+    heading = _heading(view, title)
+    return "".join(
+        [
+            _head(heading),
             f"<header><h1>{_e(heading)}</h1>",
             f"<p class='summary' id='summary'>{_e(view.summary)}</p>",
-            f"<p class='meta'>mode {_e(view.mode)} \u00b7 capacity {_e(view.capacity)} \u00b7 {_e(source)}. "
+            f"<p class='meta'>mode {_e(view.mode)} \u00b7 capacity {_e(view.capacity)} \u00b7 {_e(_source(view))}. "
             "Nodes are placement's node slots of each pool; nodes observed unusable are named.</p></header>",
             _legend(view),
             _deployments(view),
@@ -401,4 +489,173 @@ def render_html(view: FleetView, title: str | None = None) -> str:
     )
 
 
-__all__: Sequence[str] = ("PALETTE", "color_of", "render_html")
+# -- a large fleet: the main page and the cluster pages ----------------------------------------------------------------
+
+#: Past this many clusters the picture is split: the main page and cluster pages beside it.
+SPLIT_OVER = 200
+#: A cluster page holds at most this many clusters, and no more once its drawings pass PAGE_BYTES (at least one).
+CLUSTERS_PER_PAGE = 100
+PAGE_BYTES = 2_000_000
+#: The main page draws at most this many of the clusters that need attention in full; the others are listed.
+MAIN_DRAWN = 50
+#: Per deployment, the replicas pending or not reconciled the main page names (the cluster pages name every one).
+MAIN_LISTED_REPLICAS = 20
+#: A cluster page's file name, and the mark every cluster page carries (only such files are ever removed).
+PAGE_NAME = re.compile(r"clusters-[0-9]{3,}\.html\Z")
+GENERATOR = "<meta name='generator' content='gpufleet.serving fleet.html cluster pages'>"
+
+
+@dataclass
+class Picture:
+    """What :func:`render_picture` draws: the main page, and the cluster pages by file name (none for a small fleet)
+    in the directory :attr:`pages_dir` beside the main page."""
+
+    main: str
+    pages_dir: str
+    pages: dict[str, str] = field(default_factory=dict)
+    #: Per page: ``page`` (its path relative to the main page), ``first`` / ``last`` cluster, ``clusters``.
+    index: list[dict[str, Any]] = field(default_factory=list)
+
+
+def pages_dir(html_name: str) -> str:
+    """The directory of the cluster pages beside a page named ``html_name``: ``fleet.html`` -> ``fleet``."""
+    stem = re.sub(r"\.html?\Z", "", html_name, flags=re.I)
+    return stem if stem and stem != html_name else f"{html_name}.pages"
+
+
+def _href(*parts: str) -> str:
+    return _e("/".join(quote(p, safe="") for p in parts))
+
+
+def render_picture(view: FleetView, html_name: str = "fleet.html", title: str | None = None) -> Picture:
+    """The fleet picture: :func:`render_html` for up to :data:`SPLIT_OVER` clusters; beyond, the main page and the
+    cluster pages (see the module's docstring)."""
+    folder = pages_dir(html_name)
+    if len(view.clusters) <= SPLIT_OVER:
+        return Picture(render_html(view, title), folder)
+    deployments = {d.name: d for d in view.deployments}
+    heading = _heading(view, title)
+    drawn = [_cluster(c, deployments, anchor=f"c-{i}") for i, c in enumerate(view.clusters)]
+    groups: list[list[int]] = []
+    size = 0
+    for i, text in enumerate(drawn):
+        if not groups or len(groups[-1]) >= CLUSTERS_PER_PAGE or size + len(text) > PAGE_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(i)
+        size += len(text)
+    width = max(3, len(str(len(groups))))
+    names = [f"clusters-{k + 1:0{width}d}.html" for k in range(len(groups))]
+    page_of = {i: names[k] for k, group in enumerate(groups) for i in group}
+    link = {c.name: _href(folder, page_of[i]) + f"#c-{i}" for i, c in enumerate(view.clusters)}
+    picture = Picture("", folder)
+    for k, group in enumerate(groups):
+        first, last = view.clusters[group[0]], view.clusters[group[-1]]
+        picture.index.append(
+            {"page": f"{folder}/{names[k]}", "first": first.name, "last": last.name, "clusters": len(group)}
+        )
+        nav = [f'<a href="../{_href(html_name)}">\u2190 the fleet</a>']
+        if k:
+            nav.append(f'<a href="{_href(names[k - 1])}">\u2190 page {k}</a>')
+        if k + 1 < len(groups):
+            nav.append(f'<a href="{_href(names[k + 1])}">page {k + 2} \u2192</a>')
+        page_heading = f"{heading} \u00b7 {first.name} \u2013 {last.name}"
+        picture.pages[names[k]] = "".join(
+            [
+                _head(page_heading, split=True, page=True),
+                f"<header><h1>{_e(page_heading)}</h1>",
+                f"<p class='meta'>page {k + 1} of {len(groups)}: {len(group)} of {len(view.clusters)} clusters \u00b7 "
+                f"mode {_e(view.mode)} \u00b7 capacity {_e(view.capacity)} \u00b7 {_e(_source(view))}.</p></header>",
+                f"<nav class='pages'>{''.join(nav)}</nav>",
+                _legend(view),
+                _deployments(view, only={view.clusters[i].name for i in group}, heading="Replicas on these clusters"),
+                "<div class='clusters' id='clusters'>",
+                "".join(drawn[i] for i in group),
+                "</div>",
+                f"<nav class='pages'>{''.join(nav)}</nav>",
+                "</body></html>\n",
+            ]
+        )
+    picture.main = _main_page(view, heading, deployments, link, groups, names, folder)
+    return picture
+
+
+def _main_page(
+    view: FleetView,
+    heading: str,
+    deployments: dict[str, DeploymentView],
+    link: dict[str, str],
+    groups: list[list[int]],
+    names: list[str],
+    folder: str,
+) -> str:
+    attention = [(i, c) for i, c in enumerate(view.clusters) if c.attention]
+    kinds: dict[str, int] = {}
+    for _i, c in attention:
+        for reason in {re.sub(r"\A[0-9]+ ", "", r) for r in c.attention}:
+            kinds[reason] = kinds.get(reason, 0) + 1
+    short = view.short()
+    waiting = sum(1 for d in view.deployments for r in d.replicas if r.readiness in (PENDING, NOT_RECONCILED))
+    items = []
+    if short:
+        items.append(
+            f"<li>{len(short)} deployment(s) not Ready: "
+            + ", ".join(f"{_e(d.name)} ({d.scheduled}/{d.desired}, {_e(d.status)})" for d in short)
+            + "</li>"
+        )
+    if attention:
+        counted = ", ".join(f"{n} {_e(k)}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+        items.append(f"<li>{len(attention)} of {len(view.clusters)} clusters need attention: {counted}</li>")
+    if waiting:
+        items.append(f"<li>{waiting} replica(s) pending or not reconciled</li>")
+    if not items:
+        items.append("<li>nothing: every deployment is Ready and no cluster needs attention</li>")
+    full = "".join(_cluster(c, deployments, anchor=f"a-{i}", page=link[c.name]) for i, c in attention[:MAIN_DRAWN])
+    rest = "".join(
+        f'<a class="cl bad" href="{link[c.name]}" title="{_e("; ".join(c.attention))}">{_e(c.name)}</a>'
+        for _i, c in attention[MAIN_DRAWN:]
+    )
+    index = []
+    for k, group in enumerate(groups):
+        clusters = [view.clusters[i] for i in group]
+        used = sum(p.used_slots for c in clusters for p in c.pools)
+        slots = sum(p.slots for c in clusters for p in c.pools)
+        bad = sum(1 for c in clusters if c.attention)
+        chips = "".join(
+            f'<a class="cl{" bad" if c.attention else ""}" href="{link[c.name]}"'
+            + (f' title="{_e("; ".join(c.attention))}"' if c.attention else "")
+            + f">{_e(c.name)}</a>"
+            for c in clusters
+        )
+        index.append(
+            f'<div class="page" data-page="{_e(names[k])}"><h3><a href="{_href(folder, names[k])}">page {k + 1}</a> '
+            f"<span class='meta'>{_e(clusters[0].name)} \u2013 {_e(clusters[-1].name)} \u00b7 {len(clusters)} clusters "
+            f"\u00b7 {used} of {slots} node(s) in use \u00b7 {bad} need attention</span></h3><div>{chips}</div></div>"
+        )
+    return "".join(
+        [
+            _head(heading, split=True),
+            f"<header><h1>{_e(heading)}</h1>",
+            f"<p class='summary' id='summary'>{_e(view.summary)}</p>",
+            f"<p class='meta'>mode {_e(view.mode)} \u00b7 capacity {_e(view.capacity)} \u00b7 {_e(_source(view))}. "
+            f"{len(view.clusters)} clusters: more than {SPLIT_OVER}, so each is drawn on a cluster page beside this one "
+            f"({len(groups)} pages); here, the clusters that need attention.</p></header>",
+            f"<section class='attention' id='attention'><h2>Needs attention</h2><ul>{''.join(items)}</ul></section>",
+            _deployments(view, link=link),
+            _legend(view),
+            "<div class='clusters' id='clusters'>",
+            full,
+            "</div>",
+            (
+                f"<section class='index' id='more'><h2>{len(attention) - MAIN_DRAWN} more clusters need attention"
+                f"</h2><div>{rest}</div></section>"
+                if rest
+                else ""
+            ),
+            f"<section class='index' id='index'><h2>Every cluster</h2>{''.join(index)}</section>",
+            "</body></html>\n",
+        ]
+    )
+
+
+__all__: Sequence[str] = ("PALETTE", "Picture", "color_of", "pages_dir", "render_html", "render_picture")

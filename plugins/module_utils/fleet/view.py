@@ -6,7 +6,8 @@ A pure function of what the model_deployment role already has at its report step
 (``fleet_info``'s ``fleet``), the placement (``fleet_placement``'s result: replicas, per-deployment results, and in
 apply mode the observed capacity of every reachable cluster, ``drift``) and, after an apply, ``fleet_apply``'s result.
 :func:`build_view` turns them into a :class:`FleetView`; :func:`report_document` into the machine-readable report
-(``gpufleet_report_file``); ``fleet.html.render_html`` draws the view (``fleet.html``).
+(``gpufleet_report_file``, :func:`report_text` its text); ``fleet.html.render_picture`` draws the view (``fleet.html``,
+and past ``fleet.html.SPLIT_OVER`` clusters its cluster pages beside it).
 
 Nodes are placement's node slots of a pool (``node 0`` .. ``node N-1``: its bookkeeping, not Kubernetes Node names):
 a member recorded with device allocations holds the named devices of the slot its record names; a member that holds
@@ -21,6 +22,7 @@ environments, connections or provisioning settings; every free text in it is pas
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +46,20 @@ UNAVAILABLE, TAINTED, DRIFTED, HELD, MISSING = "unavailable", "tainted", "drifte
 #: Slots of a pool drawn one by one; beyond it, the free slots are summed up in one tile.
 MAX_DRAWN_SLOTS = 48
 
-VERSION = 1
+#: The report's shape. 2: a node lists what holds its devices once per holder (``holders``), not every device as an
+#: object; a pool's wholly free slots are ranges (``free_slots``) with their count (``free_nodes``), not node objects;
+#: each class's devices and hardware once (``classes``); a cluster names why it needs attention (``attention``); a
+#: replica's ``detail`` only where it says more than its readiness (Pending, NotReconciled).
+VERSION = 2
+
+#: A replica's detail that says nothing its readiness does not: left out of the report (version 2).
+STANDARD_DETAIL = {
+    RENDERED: "rendered, not applied (render mode)",
+    NOT_READ: "readiness not read (status reads placements, not workloads)",
+    APPLIED: "applied, readiness not awaited",
+}
+#: Node states that need a look (the page draws such clusters first; the report names them in ``attention``).
+ATTENTION_STATES = (OVERCOMMITTED, UNAVAILABLE, TAINTED, DRIFTED, HELD, MISSING)
 
 
 def _text(value: Any) -> str:
@@ -86,15 +101,27 @@ class NodeTile:
     replicas: list[tuple[str, str, int]] = field(default_factory=list)
     #: Held whole by a member (every device of it).
     whole: bool = False
+    #: Who holds which devices: ``(deployment, replica, index, engine, role)`` -> device names, in claim order.
+    holders: dict[tuple[str, str, int, str, str], list[str]] = field(default_factory=dict)
+
+    @property
+    def free(self) -> bool:
+        """A slot nothing holds and nothing is wrong with (summed up as a range in the report)."""
+        return self.slot is not None and self.state == IDLE and not self.causes and not _any_held(self)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"node": self.label, "state": self.state, "slot": self.slot}
-        if self.devices:
-            out["devices"] = [d.to_dict() for d in self.devices]
+        if self.holders:
+            out["holders"] = [
+                {"deployment": d, "replica": r, "index": i, "engine": e, "role": role, "devices": list(names)}
+                for (d, r, i, e, role), names in self.holders.items()
+            ]
+        for state in (FOREIGN, CONTENDED):
+            names = [c.name for c in self.devices if c.state == state]
+            if names:
+                out[state] = names
         if self.causes:
             out["causes"] = list(self.causes)
-        if self.replicas:
-            out["replicas"] = [{"deployment": d, "replica": r, "index": i} for d, r, i in self.replicas]
         if self.whole:
             out["whole"] = True
         return out
@@ -120,18 +147,23 @@ class PoolView:
     def used_slots(self) -> int:
         return sum(1 for n in self.nodes if n.slot is not None and n.state in (IN_USE, OVERCOMMITTED))
 
+    def free_slots(self) -> list[int]:
+        """The pool's slots nothing holds and nothing is wrong with (drawn or summed up)."""
+        listed = {n.slot for n in self.nodes if n.slot is not None and not n.free}
+        return [s for s in range(self.slots) if s not in listed]
+
     def to_dict(self) -> dict[str, Any]:
+        free = self.free_slots()
         out: dict[str, Any] = {
             "pool": self.name,
             "class": self.class_name,
-            "hardware": self.hardware,
             "declared_nodes": self.declared,
             "slots": self.slots,
             "nodes_in_use": self.used_slots,
-            "nodes": [n.to_dict() for n in self.nodes],
+            "free_nodes": len(free),
+            "free_slots": _ranges(free),
+            "nodes": [n.to_dict() for n in self.nodes if not n.free],
         }
-        if self.hidden_free:
-            out["free_nodes_not_listed"] = self.hidden_free
         if self.labelled is not None:
             out["labelled_nodes"] = self.labelled
             out["usable_nodes"] = self.usable
@@ -150,6 +182,8 @@ class ClusterView:
     #: Cluster-level drift and failure lines (unlabelled nodes, unknown pools, why it was not reconciled).
     notes: list[str] = field(default_factory=list)
     observed: bool = False
+    #: Why the cluster needs a look (set by :func:`build_view`, see :func:`_attention`); empty for a healthy one.
+    attention: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -157,6 +191,7 @@ class ClusterView:
             "provider": self.provider,
             "badges": list(self.badges),
             "observed": self.observed,
+            "attention": list(self.attention),
             "pools": [p.to_dict() for p in self.pools],
             "notes": list(self.notes),
         }
@@ -180,7 +215,7 @@ class ReplicaView:
             "pools": list(self.pools),
             "readiness": self.readiness,
         }
-        if self.detail:
+        if self.detail and self.detail != STANDARD_DETAIL.get(self.readiness):
             out["detail"] = self.detail
         return out
 
@@ -227,6 +262,8 @@ class FleetView:
     summary: str
     clusters: list[ClusterView] = field(default_factory=list)
     deployments: list[DeploymentView] = field(default_factory=list)
+    #: Per class: its hardware summary and its claimable devices ``(name, entry)``, in the order placement indexes them.
+    classes: dict[str, tuple[str, list[tuple[str, str]]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -235,9 +272,57 @@ class FleetView:
             "capacity": self.capacity,
             "source": self.source,
             "summary": self.summary,
+            "classes": {
+                name: {"hardware": hw, "devices": [{"name": d, "entry": e} for d, e in devices]}
+                for name, (hw, devices) in self.classes.items()
+            },
             "deployments": {d.name: d.to_dict() for d in self.deployments},
             "clusters": [c.to_dict() for c in self.clusters],
         }
+
+    def short(self) -> list[DeploymentView]:
+        """The deployments that are not Ready (short of replicas, blocked, unknown)."""
+        return [d for d in self.deployments if d.status != "Ready"]
+
+
+def _ranges(values: Sequence[int]) -> list[list[int]]:
+    """Sorted integers as ``[first, last]`` runs: ``[0, 1, 2, 5]`` -> ``[[0, 2], [5, 5]]``."""
+    out: list[list[int]] = []
+    for v in values:
+        if out and out[-1][1] == v - 1:
+            out[-1][1] = v
+        else:
+            out.append([v, v])
+    return out
+
+
+def _attention(cluster: ClusterView, waiting: Mapping[str, int]) -> list[str]:
+    """Why ``cluster`` needs a look: its badges (unreachable, drained, a taint ...), nodes in a state that is not
+    in use or free, devices claimed twice or held by others' claims beside ours, drift notes, replicas not running."""
+    out = list(cluster.badges)
+    counts: dict[str, int] = {}
+    contended = 0
+    for pool in cluster.pools:
+        for node in pool.nodes:
+            if node.state in ATTENTION_STATES:
+                counts[node.state] = counts.get(node.state, 0) + 1
+            if node.holders:  # a device is claimed twice only where something holds it
+                contended += sum(1 for c in node.devices if c.state == CONTENDED)
+    words = {HELD: "held by other workloads"}
+    out += [
+        f"{n} node(s) {words.get(s, s)}"
+        for s, n in sorted(counts.items(), key=lambda kv: ATTENTION_STATES.index(kv[0]))
+    ]
+    if contended:
+        out.append(f"{contended} device(s) claimed twice")
+    notes = sum(1 for n in cluster.notes if not n.startswith("not reconciled: ")) + sum(
+        len(p.notes) for p in cluster.pools
+    )
+    if notes:
+        out.append(f"{notes} drift note(s)")
+    if waiting.get(cluster.name):
+        out.append(f"{waiting[cluster.name]} replica(s) pending or not reconciled")
+    return out
 
 
 # -- building the view ------------------------------------------------------------------------------------------------
@@ -314,6 +399,7 @@ class _PoolBuilder:
     def _mark(self, tile: NodeTile, cell: DeviceCell, who: tuple[str, str, int, str, str]) -> None:
         cell.state = CONTENDED if cell.state in (USED, FOREIGN) else USED
         cell.deployment, cell.replica, cell.index, cell.engine, cell.role = who
+        tile.holders.setdefault(who, []).append(cell.name)
         if tile.state == IDLE:
             tile.state = IN_USE
         if who[:3] not in tile.replicas:
@@ -338,6 +424,7 @@ class _PoolBuilder:
             if not tile.devices and tile.state == IDLE:
                 tile.state = IN_USE
                 tile.replicas.append(who[:3])
+                tile.holders.setdefault(who, [])
 
     def nodes(self) -> tuple[list[NodeTile], int]:
         """Every slot in order (free ones past :data:`MAX_DRAWN_SLOTS` summed up), then the overcommitted ones."""
@@ -382,9 +469,9 @@ def _readiness(
     if cluster in not_reconciled:
         return NOT_RECONCILED, _text(not_reconciled[cluster])
     if mode != "apply":
-        return RENDERED, "rendered, not applied (render mode)"
+        return RENDERED, STANDARD_DETAIL[RENDERED]
     if applied is None:
-        return NOT_READ, "readiness not read (status reads placements, not workloads)"
+        return NOT_READ, STANDARD_DETAIL[NOT_READ]
     # A replica's workloads are named <replica>-<engine>.
     waiting = [
         p for p in pending.get((cluster, deployment)) or [] if name and str(p.get("name") or "").startswith(f"{name}-")
@@ -392,7 +479,7 @@ def _readiness(
     if waiting:
         return PENDING, _text("; ".join(str(p.get("message") or p.get("name")) for p in waiting))
     if not waited:
-        return APPLIED, "applied, readiness not awaited"
+        return APPLIED, STANDARD_DETAIL[APPLIED]
     return READY, ""
 
 
@@ -442,6 +529,10 @@ def build_view(
         source="clusters" if mode == "apply" else "placement",
         summary=_text(summary),
     )
+    view.classes = {
+        _text(name): (_text(_hardware(devs)), [(_text(d.name), _text(d.entry)) for d in devs])
+        for name, devs in devices.items()
+    }
     for cluster in fleet.get("clusters") or []:
         cname = str(cluster["name"])
         cv = ClusterView(_text(cname), provider=_text(cluster["provider"]) if cluster.get("provider") else None)
@@ -562,6 +653,13 @@ def build_view(
                 )
             )
         view.deployments.append(dv)
+    waiting: dict[str, int] = {}
+    for dv in view.deployments:
+        for rv in dv.replicas:
+            if rv.readiness in (PENDING, NOT_RECONCILED):
+                waiting[rv.cluster] = waiting.get(rv.cluster, 0) + 1
+    for cv in view.clusters:
+        cv.attention = _attention(cv, waiting)
     return view
 
 
@@ -578,6 +676,7 @@ def report_document(
     lines: Sequence[str],
     *,
     html_file: str | None = None,
+    html_pages: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The machine-readable report (``gpufleet_report_file``): the summary, every deployment with its replicas and
     their readiness, every cluster's pools and nodes with what holds each device, drift, what was removed or lost,
@@ -596,7 +695,52 @@ def report_document(
     doc["lines"] = [_text(line) for line in lines]
     if html_file:
         doc["html"] = html_file
+    if html_pages:
+        doc["html_pages"] = [dict(p) for p in html_pages]
     return doc
+
+
+def report_text(doc: Mapping[str, Any]) -> str:
+    """The report file's text: JSON with sorted keys, indented one space a level down to each node, and each node,
+    replica or other record of plain values on one line (indenting every key of every node made the file twice as
+    large at thousands of clusters); it stays diffable line by line."""
+    out: list[str] = []
+    _emit(doc, 0, out)
+    return "".join(out) + "\n"
+
+
+#: Indented down to this depth (the document, clusters, a cluster, its pools, a pool, its nodes); deeper is one line.
+_FLAT_BELOW = 6
+
+
+def _scalar(value: Any) -> bool:
+    return not isinstance(value, (Mapping, list))
+
+
+def _leaf(value: Any) -> bool:
+    """A record of plain values (scalars, lists of scalars), or a list of such lists: written on one line."""
+    if isinstance(value, Mapping):
+        return all(_scalar(v) or (isinstance(v, list) and all(_scalar(x) for x in v)) for v in value.values())
+    return isinstance(value, list) and all(isinstance(v, list) and all(_scalar(x) for x in v) for v in value)
+
+
+def _emit(value: Any, depth: int, out: list[str]) -> None:
+    if depth >= _FLAT_BELOW or _scalar(value) or not value or _leaf(value):
+        out.append(json.dumps(value, sort_keys=True))
+        return
+    pad, inner = "\n" + " " * depth, "\n" + " " * (depth + 1)
+    if isinstance(value, Mapping):
+        out.append("{")
+        for n, key in enumerate(sorted(value)):
+            out.append(("," if n else "") + inner + json.dumps(str(key)) + ": ")
+            _emit(value[key], depth + 1, out)
+        out.append(pad + "}")
+        return
+    out.append("[")
+    for n, item in enumerate(value):
+        out.append(("," if n else "") + inner)
+        _emit(item, depth + 1, out)
+    out.append(pad + "]")
 
 
 def _plain_text(value: Any) -> Any:

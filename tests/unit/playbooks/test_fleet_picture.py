@@ -1,5 +1,6 @@
 """fleet.html in a real browser (issue 31): Debian's chromium, headless, loads the page deploy.yml writes for the
-example fleet and the page of a fleet with every state; the DOM it built and a screenshot are checked.
+example fleet, the page of a fleet with every state, and the main page (and a cluster page) of a fleet past the split
+threshold; the DOM it built and a screenshot are checked.
 
 The test installs chromium with apt-get when it is missing (as root, with Debian's package index reachable). When it
 cannot, it fails and says why; GPUFLEET_SKIP_BROWSER_TEST=1 turns that into a skip for machines without a browser."""
@@ -20,6 +21,7 @@ import pytest
 from example_fleet import copy_example_inventory
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.html import PALETTE, render_html
+from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.pages import write_picture
 from ansible_collections.gpufleet.serving.plugins.module_utils.fleet.view import build_view
 
 REPO = Path(__file__).resolve().parents[3]
@@ -228,3 +230,23 @@ def test_every_state_of_the_picture_in_a_browser(chromium, tmp_path):
     assert badges == ["observed", "drained"]
     width, height, colours = png_pixels(screenshot(chromium, page))
     assert (width, height) == WINDOW and len(colours) > 50
+
+
+def test_a_large_fleet_main_page_in_a_browser_shows_what_needs_attention(chromium, tmp_path):
+    """Past SPLIT_OVER clusters: the main page loads, leads with what needs attention, draws those clusters, and its
+    index links every cluster to the cluster page that draws it (which loads too)."""
+    fleet, placement, options = case.large(350)
+    written = write_picture(tmp_path / "fleet.html", build_view(fleet, placement, **options))
+    assert len(written["pages"]) == 4
+    dom = dump_dom(chromium, tmp_path / "fleet.html")
+    text = " ".join(dom.text)
+    assert "Needs attention" in text and "4 of 350 clusters need attention" in text
+    assert "1 deployment(s) not Ready: huge (0/2, Degraded)" in text
+    drawn = {a["data-cluster"] for a in dom.all("svg", **{"class": "pool"})}
+    assert drawn == {case.DRAINED, case.OVERCOMMITTED, case.NOT_RECONCILED, case.PENDING}
+    links = [a["href"] for a in dom.all("a") if a.get("class", "").startswith("cl")]
+    assert len(links) == 350 and links[260] == "fleet/clusters-003.html#c-260"
+    assert not dom.all("script")
+    page = dump_dom(chromium, tmp_path / "fleet" / "clusters-003.html")
+    assert any(a.get("id") == "c-260" and a["data-cluster"] == case.NOT_RECONCILED for a in page.all("section"))
+    assert len(page.all("section", **{"class": "cluster"})) == 100

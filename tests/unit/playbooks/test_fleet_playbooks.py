@@ -13,6 +13,8 @@ import pytest
 import yaml
 from example_fleet import copy_example_inventory
 
+from ansible_collections.gpufleet.serving.plugins.module_utils.routing_hub import read_routing_artifact
+
 REPO = Path(__file__).resolve().parents[3]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
@@ -63,8 +65,8 @@ def test_drain_persists_moves_replicas_and_undrains(tmp_path):
     assert not (inventory / "group_vars" / "all" / "gpufleet_drained.yml").exists()
     # Fleet routing (docs/routing.md): the drained cluster's replica keeps its files for this run while the routing
     # file written in the same run gives the cluster weight 0; the next run removes them.
-    routing = render / "_fleet" / "routing" / "gpufleet-routing.configmap-gpufleet-routing-example.yaml"
-    artifact = json.loads(yaml.safe_load(routing.read_text())["data"]["routing.json"])
+    artifact = read_routing_artifact(render, "example")  # the index and a ConfigMap per model (docs/routing.md)
+    assert artifact is not None
     (qwen,) = [m for m in artifact["models"] if m["deployment"] == "qwen-demo"]
     assert {c["cluster"]: c["weight"] for c in qwen["clusters"]}[drained] == 0
     assert list((render / drained).glob("*/*qwen-demo-*.yaml"))
@@ -194,8 +196,9 @@ def test_deploy_publishes_the_placement_for_awx_workflows(tmp_path):
     routing = stats["gpufleet_routing"]
     assert {n: m["ready"] for n, m in routing["models"].items()} == desired and routing["totals"]["short"] == []
     assert routing["artifact"]["file"] in routing["files"] and routing["truncated"] is False
-    artifact = yaml.safe_load((tmp_path / "rendered" / routing["artifact"]["file"]).read_text())
-    models = json.loads(artifact["data"]["routing.json"])["models"]
+    index = yaml.safe_load((tmp_path / "rendered" / routing["artifact"]["file"]).read_text())
+    assert json.loads(index["data"]["routing.json"])["layout"] == "index"
+    models = read_routing_artifact(tmp_path / "rendered", "example")["models"]
     assert {m["deployment"]: sum(c["weight"] for c in m["clusters"]) for m in models} == desired
 
     # Every cluster drained and shortfalls fatal: the run fails before writing, and still says what was short.

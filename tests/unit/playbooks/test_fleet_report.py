@@ -137,14 +137,15 @@ def test_deploy_writes_the_json_report_and_the_picture_beside_the_state_file(tmp
     # what the text report printed, line for line (the picture's line aside)
     printed = out.splitlines()
     assert all(line in printed for line in report["lines"])
-    # every replica is drawn on the devices it holds
+    # every replica is drawn on the devices it holds (report version 2: each node's holders with their devices)
+    assert report["version"] == 2
     held = {
-        (c["cluster"], d["replica"])
+        (c["cluster"], h["replica"])
         for c in report["clusters"]
         for p in c["pools"]
         for n in p["nodes"]
-        for d in n.get("devices") or []
-        if d["state"] == "used"
+        for h in n.get("holders") or []
+        if h["devices"]
     }
     assert {r for _c, r in held} == {r["replica"] for dep in report["deployments"].values() for r in dep["replicas"]}
     page = (state / "fleet.html").read_text()

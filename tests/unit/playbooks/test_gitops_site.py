@@ -60,8 +60,9 @@ def test_flux_then_argocd_render_directories_are_real_objects(tmp_path):
     site(inventory, render)  # the default tool: flux
     counts = validate_render_dir(render)  # every file: schemas (CRDs too) and layout (namespaces present)
     assert sorted(counts) == ["_fleet", *CLUSTERS]
-    # a Kustomization per cluster and sync layer, and the fleet routing artifact (_fleet/routing/, docs/routing.md)
-    assert counts["_fleet"] == 4 * len(CLUSTERS) + 1
+    # a Kustomization per cluster and sync layer, and the fleet routing artifact (_fleet/routing/, docs/routing.md:
+    # its index and a ConfigMap per deployment of the example)
+    assert counts["_fleet"] == 4 * len(CLUSTERS) + 1 + 3
     for cluster in CLUSTERS:
         objs = objects(render, cluster)
         kinds = {o["kind"] for o in objs}
@@ -79,7 +80,7 @@ def test_flux_then_argocd_render_directories_are_real_objects(tmp_path):
     out = site(inventory, render, "-e", "gpufleet_gitops=argocd", "-e", f"gpufleet_gitops_repo_url={REPO_URL}")
     assert "rendered as Argo CD Application argocd/lws" in out
     counts = validate_render_dir(render)
-    assert counts["_fleet"] == 2  # the ApplicationSet and the fleet routing artifact
+    assert counts["_fleet"] == 2 + 3  # the ApplicationSet and the fleet routing artifact (index + 3 deployments)
     appset = yaml.safe_load((render / "_fleet/argocd/applicationset-example.yaml").read_text())
     assert appset["spec"]["generators"][0]["git"]["repoURL"] == REPO_URL
     for cluster in CLUSTERS:

@@ -141,3 +141,15 @@ def test_a_few_unreachable_clusters_are_listed_whole(tmp_path):
     applied = run_action("fleet_apply", {"connections": connections, "objects_by_cluster": {}, "fleet_name": "f"})
     assert set(applied["failed_clusters"]) == {"a", "b"} and applied["failed_clusters_count"] == 2
     assert "more" not in applied["msg"]
+
+
+def test_a_configmap_the_api_server_would_refuse_fails_the_apply_before_any_cluster_is_touched(tmp_path):
+    big = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "weights", "namespace": "ml"}}
+    big["data"] = {"blob": "x" * (1024 * 1024 + 1)}
+    connections = {"a": {"kubeconfig": str(tmp_path / "never-read")}}
+    result = run_action(
+        "fleet_apply", {"connections": connections, "objects_by_cluster": {"a": [big]}, "fleet_name": "f"}
+    )
+    assert result["failed"] is True
+    assert "ConfigMap/ml/weights holds 1,048,577 bytes of data" in result["msg"], result["msg"]
+    assert "cannot build a client" not in result["msg"] and "x" * 100 not in result["msg"]

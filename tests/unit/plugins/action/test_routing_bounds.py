@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.routing import (
     ARTIFACT_KEY,
     SUMMARY_LIMIT,
     artifact_file,
-    read_artifact,
+    assemble_artifact,
 )
 from ansible_collections.gpufleet.serving.plugins.module_utils.routing_hub import read_routing_artifact
 
@@ -91,15 +91,20 @@ def test_routing_of_5000_clusters_is_a_bounded_summary_pointing_at_the_routing_f
         "name": "gpufleet-routing-bench",
         "key": ARTIFACT_KEY,
     }
-    # The whole artifact: the file the summary names, which is what the handle hands to later tasks.
-    on_disk = read_artifact(yaml.safe_load((render_dir / pointer["file"]).read_text()))
+    # The whole artifact: the index the summary names and the ConfigMaps it names, which is what the handle hands to
+    # later tasks.
+    files = sorted(f"_fleet/routing/{p.name}" for p in (render_dir / "_fleet" / "routing").glob("*.yaml"))
+    index = json.loads(yaml.safe_load((render_dir / pointer["file"]).read_text())["data"][ARTIFACT_KEY])
+    assert [m["configmaps"] for m in index["models"]] == [[f"gpufleet-routing-bench.model-{i:02d}"] for i in range(20)]
+    on_disk = assemble_artifact([yaml.safe_load((render_dir / f).read_text()) for f in files], FLEET)
     assert on_disk is not None and len(on_disk["models"]) == 20
     assert sum(len(m["clusters"]) for m in on_disk["models"]) == 5000
     assert is_handle(result["artifact"]) and load(result["artifact"], C.DEFAULT_LOCAL_TMP) == on_disk
     assert read_routing_artifact(render_dir, FLEET) == on_disk  # what the next render reads (routing_held)
     assert result["artifact"]["chars"] > AWX_EVENT_LIMIT  # what the result used to carry twice
-    assert summary["files"] == [pointer["file"]] and summary["files_count"] == 1
-    assert result["written"] == [pointer["file"]] and result["written_count"] == 1
+    assert len(files) == 21 and pointer["file"] in files  # the index and a ConfigMap per model
+    assert summary["files"] == files and summary["files_count"] == 21
+    assert result["written"] == files and result["written_count"] == 21
     # One line per model; every cluster's weight is in it, and the lines stay bounded.
     assert len(result["lines"]) == 20 and size(result["lines"]) <= 100_000
     assert result["lines"][0].startswith("model-00: cluster-0000=0 (draining) cluster-0001=1 p1 ")
@@ -118,8 +123,8 @@ def test_a_large_renderer_output_is_counted_not_listed(tmp_path):
     result = _ok(run_action("fleet_routing", args, _hostvars(fleet)))
     files = sorted(f"_fleet/routing/{p.name}" for p in (render_dir / "_fleet" / "routing").glob("*.yaml"))
     assert (
-        len(files) == 1 + 10 + 1000 == result["objects_count"] == result["written_count"]
-    )  # ConfigMap, routes, Services
+        len(files) == 1 + 10 + 10 + 1000 == result["objects_count"] == result["written_count"]
+    )  # the artifact's index and a ConfigMap per model, routes, Services
     assert size(result["written"]) <= 50_000 and len(result["written"]) < len(files) and result["truncated"] is True
     assert set(result["written"]) <= set(files)
     summary = result["routing"]
@@ -169,8 +174,8 @@ def test_a_small_fleet_has_a_small_result_and_the_same_files(tmp_path):
     on_disk = sorted(f"_fleet/routing/{p.name}" for p in (render_dir / "_fleet" / "routing").glob("*.yaml"))
     assert summary["files"] == on_disk == sorted(result["written"]) and summary["files_count"] == len(on_disk)
     artifact = load(result["artifact"], C.DEFAULT_LOCAL_TMP)
-    configmap = yaml.safe_load((render_dir / summary["artifact"]["file"]).read_text())
-    assert json.loads(configmap["data"][ARTIFACT_KEY]) == artifact
+    assert read_routing_artifact(render_dir, FLEET) == artifact
+    assert summary["artifact"]["file"] in on_disk
 
 
 def test_leaving_replicas_that_still_serve_are_over(tmp_path):
@@ -254,10 +259,11 @@ def test_apply_mode_applies_every_object_to_the_hub_and_returns_counts(monkeypat
     objects = load(result["objects"], C.DEFAULT_LOCAL_TMP)
     assert [o["metadata"]["name"] for o in FakeHub.applied] == [o["metadata"]["name"] for o in objects]
     hub = result["hub"]
-    assert hub["cluster"] == "hub" and hub["applied_count"] == hub["stored_count"] == len(objects) == 2
+    # the artifact (a ConfigMap per model, then the index) and each model's llm-d endpoints file
+    assert hub["cluster"] == "hub" and hub["applied_count"] == hub["stored_count"] == len(objects) == 10 + 1 + 10
+    assert FakeHub.applied[10]["metadata"]["name"] == "gpufleet-routing-bench"
     assert result["routing"]["artifact"]["hub"] == "hub" and "file" not in result["routing"]["artifact"]
     assert "ansible_stats" not in result and result["written"] == [] and result["changed"] is True
-    # The hub's artifact ConfigMap is the artifact handed off, whole.
-    (configmap,) = [o for o in FakeHub.applied if o["metadata"]["name"] == "gpufleet-routing-bench"]
-    assert json.loads(configmap["data"][ARTIFACT_KEY]) == load(result["artifact"], C.DEFAULT_LOCAL_TMP)
+    # The hub's artifact ConfigMaps are the artifact handed off, whole.
+    assert assemble_artifact(FakeHub.applied, FLEET) == load(result["artifact"], C.DEFAULT_LOCAL_TMP)
     assert size(result) < 60_000

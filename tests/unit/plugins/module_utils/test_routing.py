@@ -17,6 +17,7 @@ from ansible_collections.gpufleet.serving.plugins.module_utils.plan.document imp
 from ansible_collections.gpufleet.serving.plugins.module_utils.routing import (
     ROUTING_DIR,
     ROUTING_OWNER,
+    assemble_artifact,
     build_routing,
     cluster_settings,
     hub_objects,
@@ -185,10 +186,11 @@ def test_aigateway_renderer_weight_and_priority_and_adapters():
     k8s_schemas.validate_objects(objs)
 
 
-def test_llmd_renderer_writes_the_multicluster_endpoints_file():
+def test_llmd_renderer_writes_the_multicluster_endpoints_file_of_each_model():
     art = artifact_for(fleet(), drained=("c3",))
     objs, _notes = hub_objects(art, "llmd", namespace="llm-d")
-    cm = next(o for o in objs if o["metadata"]["name"].startswith("gpufleet-llmd-endpoints"))
+    (cm,) = [o for o in objs if o["metadata"]["name"].startswith("gpufleet-llmd-endpoints")]
+    assert cm["metadata"]["name"] == "gpufleet-llmd-endpoints-prod.chat"  # chat's endpoint picker reads it
     doc = yaml.safe_load(cm["data"]["endpoints.yaml"])
     assert [(e["name"], e["address"], e["port"], e["labels"]["gpufleet.io/weight"]) for e in doc["endpoints"]] == [
         ("chat-c1", "gw.c1.example.com", "80", "3"),
@@ -202,12 +204,15 @@ def test_renderers_name_clusters_the_hub_cannot_reach_and_need_a_gateway():
     dep = deployment(replicas=1)
     art = build_routing({"name": FLEET, "deployments": [dep]}, {"chat": {"c9": 1}}, clusters=cluster_settings({}))
     objs, notes = hub_objects(art, "httproute", gateway=GATEWAY)
-    assert [o["kind"] for o in objs] == ["ConfigMap"]
+    # only the artifact: chat's ConfigMap, then the index
+    assert [o["metadata"]["name"] for o in objs] == ["gpufleet-routing-prod.chat", "gpufleet-routing-prod"]
     assert notes == ["chat: cluster c9 has no gpufleet_routing_address: the hub cannot route to it"]
     with pytest.raises(GpufleetError, match="gpufleet_routing_gateway"):
         hub_objects(art, "aigateway")
-    (cm,), _n = hub_objects(art, "none")
-    assert json.loads(cm["data"]["routing.json"]) == art
+    (part, index), _n = hub_objects(art, "none")
+    assert json.loads(part["data"]["routing.json"])["model"] == model(art)
+    assert json.loads(index["data"]["routing.json"])["models"][0]["configmaps"] == ["gpufleet-routing-prod.chat"]
+    assert assemble_artifact([part, index], FLEET) == art
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -238,9 +243,10 @@ def test_render_dir_routing_files_are_written_updated_and_pruned_per_fleet(tmp_p
     )
     write(tmp_path, [other], fleet_name="b")
     drained, _n = hub_objects(artifact_for(fleet(), drained=("c1", "c2", "c3")), "none")
+    assert [o["kind"] for o in objs[:2]] == ["ConfigMap", "ConfigMap"] and len(drained) == 2  # the artifact
     out = write(tmp_path, drained)
     assert sorted(p.rsplit("/", 1)[1] for p in out.removed) == sorted(
-        routing_relpath(o).rsplit("/", 1)[1] for o in objs[1:]
+        routing_relpath(o).rsplit("/", 1)[1] for o in objs[2:]
     )
     assert (tmp_path / "_fleet/routing" / routing_relpath(other).rsplit("/", 1)[1]).exists()
 
@@ -316,8 +322,9 @@ def test_hub_sync_applies_nothing_the_hub_already_holds():
     changed, _n = hub_objects(artifact_for(fleet(), drained=("c1",)), "llmd", namespace="llm-d")
     third = sync_hub(hub, changed, FLEET)
     assert sorted(third.applied) == [
-        "ConfigMap/llm-d/gpufleet-llmd-endpoints-prod",
+        "ConfigMap/llm-d/gpufleet-llmd-endpoints-prod.chat",
         "ConfigMap/llm-d/gpufleet-routing-prod",
+        "ConfigMap/llm-d/gpufleet-routing-prod.chat",
     ]
 
 

@@ -153,7 +153,8 @@ def test_a_large_pool_sums_up_its_free_nodes():
     v = fv.build_view(fleet, {"replicas": [_replica("chat", 0, "l4")]})
     big = pool(v, "beta", "l4")
     assert len(big.nodes) == fv.MAX_DRAWN_SLOTS and big.hidden_free == 500 - fv.MAX_DRAWN_SLOTS
-    assert big.to_dict()["free_nodes_not_listed"] == 452
+    # the report counts every free slot, drawn or not, as ranges: node 0 holds chat's replica
+    assert (big.to_dict()["free_nodes"], big.to_dict()["free_slots"]) == (499, [[1, 499]])
     assert 'data-count="452"' in render_html(v)
 
 
@@ -238,8 +239,23 @@ def test_the_report_document_is_json_and_holds_no_secret():
     assert doc["degraded"] == ["chat", "huge"]
     assert doc["drift"] == placement["drift_lines"]
     dgx = doc["clusters"][0]["pools"][0]
-    assert dgx["nodes"][1]["devices"][6] == {"name": "gpu-6", "entry": "gpu", "state": "foreign"}
-    assert dgx["nodes"][1]["devices"][0]["deployment"] == "pairs"
+    # version 2: each holder once with its devices, the devices others' claims hold by name
+    node1 = dgx["nodes"][1]
+    assert node1["foreign"] == ["gpu-6", "gpu-7"]
+    assert [(h["deployment"], h["index"], h["devices"]) for h in node1["holders"]] == [
+        ("pairs", 0, ["gpu-0", "gpu-1"]),
+        ("pairs", 1, ["gpu-2", "gpu-3"]),
+        ("pairs", 2, ["gpu-4", "gpu-5"]),
+    ]
+    assert doc["classes"]["h100-8x"]["hardware"] == "8x gpu (NVIDIA H100 80GB HBM3)"
+    alpha = doc["clusters"][0]
+    assert alpha["attention"] == [
+        "1 node(s) unavailable",
+        "1 node(s) tainted",
+        "1 node(s) drifted",
+        "1 node(s) missing",
+        "5 drift note(s)",
+    ]
     # the pod template (its environment) never reaches the report or the page; URLs in text are redacted
     assert "sentinel-revision-7f3a" in json.dumps(case.fleet())
     for out in (text, render_html(v)):
