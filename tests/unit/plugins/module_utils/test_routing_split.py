@@ -292,7 +292,7 @@ def test_llmd_endpoints_files_are_one_per_model_and_one_over_1_mib_is_refused_be
     args = {"fleet": fleet, "replicas": replicas, "render_dir": str(render_dir), "renderer": "llmd"}
     result = run_action("fleet_routing", args, {"hostvars": hostvars})
     assert not result.get("failed"), result.get("msg")
-    endpoints = [f for f in (render_dir / "_fleet" / "routing").glob("*gpufleet-llmd-endpoints-*.yaml")]
+    endpoints = list((render_dir / "_fleet" / "routing").glob("*gpufleet-llmd-endpoints-*.yaml"))
     assert len(endpoints) == 20 and all(f.stat().st_size < 1_048_576 for f in endpoints)
     assert len(routing_files(render_dir)) == 21 + 20
     one = {**fleet, "deployments": [{**deps[0], "replicas": 6000}]}
