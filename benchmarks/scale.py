@@ -407,6 +407,10 @@ def sizes_of(inv: Path, n: int, playbook: str, limit: int | None = None) -> None
     for name in ("report.json", "fleet.html"):
         if (state / name).exists():
             print(f"  {name}: {(state / name).stat().st_size:,} bytes")
+    pages = sorted((state / "fleet").glob("*.html")) if (state / "fleet").is_dir() else []
+    if pages:  # past 200 clusters fleet.html is a main page and cluster pages beside it (docs/deploy.md)
+        sizes = [page.stat().st_size for page in pages]
+        print(f"  fleet/ cluster pages: {len(pages)}, the largest {max(sizes):,} bytes, {sum(sizes):,} in all")
 
 
 def main() -> None:
