@@ -6,44 +6,21 @@ run says why; when the plan moves, the cache's files follow (the old cluster's a
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from example_fleet import copy_example_inventory
+from playbook_run import ANSIBLE_PLAYBOOK, run_playbook
 
 from ansible_collections.gpufleet.serving.plugins.module_utils.contract import ANNOTATION_SYNC_LAYER
 from ansible_collections.gpufleet.serving.plugins.module_utils.plan.document import Plan
 
-REPO = Path(__file__).resolve().parents[3]
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 PROD = {"eks-us-east-1", "gke-us-central1", "onprem-a"}
 CACHE = "qwen-2-5-0-5b"
 
 
-def run(inventory: Path, playbook: str, render: Path, *extra: str) -> str:
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(
-        [
-            str(ANSIBLE_PLAYBOOK),
-            "-i",
-            str(inventory / "hosts.yml"),
-            str(REPO / "playbooks" / playbook),
-            "-e",
-            f"gpufleet_render_dir={render}",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-    return proc.stdout
+run = run_playbook  # playbooks/<playbook> over the inventory, rendering into render (tests/lib)
 
 
 def cache_clusters(render: Path) -> set[str]:

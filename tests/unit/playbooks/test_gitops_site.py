@@ -6,42 +6,20 @@ cluster removed from the inventory loses its owned files, and a file that is not
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from example_fleet import copy_example_inventory
 from k8s_schemas import validate_render_dir
+from playbook_run import ANSIBLE_PLAYBOOK, run_playbook
 
-REPO = Path(__file__).resolve().parents[3]
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 CLUSTERS = ["eks-us-east-1", "gke-europe-west4", "gke-us-central1", "onprem-a"]
 REPO_URL = "https://git.example.com/fleet.git"
 
 
 def site(inventory: Path, render: Path, *extra: str) -> str:
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / ".venv" / "collections"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run(
-        [
-            str(ANSIBLE_PLAYBOOK),
-            "-i",
-            str(inventory / "hosts.yml"),
-            str(REPO / "playbooks" / "site.yml"),
-            "-e",
-            f"gpufleet_render_dir={render}",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-    return proc.stdout
+    return run_playbook(inventory, "site.yml", render, *extra)
 
 
 def objects(render: Path, cluster: str) -> list[dict]:
