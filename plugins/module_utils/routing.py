@@ -498,7 +498,7 @@ def render_llmd(artifact: Mapping[str, Any], namespace: str) -> tuple[list[dict[
             for c in rows
             if c["weight"] > 0
         ]
-        text = json.dumps({"endpoints": entries}, sort_keys=True, separators=(",", ":")) + "\n"
+        text = _compact({"endpoints": entries}) + "\n"
         objs.append(
             {
                 "apiVersion": "v1",
